@@ -1,0 +1,66 @@
+"""Pydantic models at the boundaries: what users pass in and what trace files record."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from seed_tot.errors import ConfigError
+
+
+class ModelSpec(BaseModel):
+    """Where a model comes from: a hub id, a local directory, a .gguf file or an alias."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+
+
+class DecodeConfig(BaseModel):
+    """Sampling settings of one generation request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_new_tokens: int = Field(128, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def parse_k_config(text: str | tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """Parse a token-tree shape such as "2,2,1": candidates per draft position, each >= 1."""
+    if isinstance(text, str):
+        parts = [p.strip() for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
+        try:
+            values = tuple(int(p) for p in parts)
+        except ValueError:
+            raise ConfigError(
+                f"Bad k_config {text!r}: give comma-separated positive integers such as 2,2,1."
+            ) from None
+    else:
+        values = tuple(int(v) for v in text)
+    if not values or any(v < 1 for v in values) or len(values) > 16:
+        raise ConfigError(
+            f"Bad k_config {text!r}: give 1 to 16 comma-separated positive integers such as 2,2,1."
+        )
+    return values
+
+
+class SpeculationConfig(BaseModel):
+    """Draft shape for speculative decoding: k_config=(1,1,1) is plain SD with k=3."""
+
+    model_config = ConfigDict(frozen=True)
+
+    k_config: tuple[int, ...] = (1, 1, 1)
+
+    @field_validator("k_config", mode="before")
+    @classmethod
+    def _parse(cls, value):
+        return parse_k_config(value)

@@ -1,0 +1,156 @@
+"""Load a model + tokenizer from an alias, a local directory, a .gguf file or a hub id."""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+from seed_tot.errors import ModelNotFoundError, SeedTotError, TokenizerMismatchError
+from seed_tot.models.registry import ALIASES, cache_root, cached_model_dir, is_cached
+from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.runtime.runner import ModelRunner
+
+log = logging.getLogger(__name__)
+
+TINY_ALIASES = {"tiny", "tiny-target", "tiny-draft"}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@lru_cache(maxsize=1)
+def cpu_supports_bf16() -> bool:
+    """True when the CPU has native bfloat16 arithmetic (AVX-512 BF16 or AMX)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device, name: str = "") -> torch.dtype:
+    """'auto' means bfloat16 on CUDA or a bf16-capable CPU, else float32; tiny models use float32."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        if name in TINY_ALIASES:
+            return torch.float32
+        if device.type == "cuda" or cpu_supports_bf16():
+            return torch.bfloat16
+        return torch.float32
+    if dtype not in _DTYPES:
+        raise SeedTotError(f"Unknown dtype {dtype!r}: use auto, float32, bfloat16 or float16.")
+    return _DTYPES[dtype]
+
+
+def _load_tiny(name: str, dtype: torch.dtype):
+    draft, target, tokenizer = build_tiny_pair(dtype=dtype)
+    return (draft if name == "tiny-draft" else target), tokenizer
+
+
+def _load_pretrained(source: str, dtype: torch.dtype, gguf_file: str | None = None, attn: str | None = None):
+    kwargs = {"dtype": dtype}
+    if attn:
+        kwargs["attn_implementation"] = attn
+    if gguf_file:
+        kwargs["gguf_file"] = gguf_file
+        # Packed GGUF weights make multi-token forwards slow: always dequantize fully.
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)
+    tok_kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
+    model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    return model, tokenizer
+
+
+def _locate(name: str, cache_dir: str | None) -> tuple[str, str | None]:
+    """Map a user-given model name to (from_pretrained source, gguf file name or None)."""
+    if name in ALIASES:
+        default = ALIASES[name]
+        root = cache_root(cache_dir)
+        if not is_cached(default, root):
+            raise ModelNotFoundError(
+                f"Default model {default.alias!r} is not in the cache {root}: run `seed-tot models pull` first."
+            )
+        return str(cached_model_dir(default, root)), None
+    path = Path(name).expanduser()
+    if name.endswith(".gguf"):
+        if not path.is_file():
+            raise ModelNotFoundError(f"GGUF file {name!r} does not exist: check the path.")
+        return str(path.parent), path.name
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelNotFoundError(
+                f"Directory {name!r} has no config.json: point to a saved transformers model directory."
+            )
+        return str(path), None
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise ModelNotFoundError(f"Model path {name!r} does not exist: check the path.")
+    return name, None
+
+
+def load_model(
+    name: str,
+    dtype: str | torch.dtype = "auto",
+    device: str = "auto",
+    cache_dir: str | None = None,
+    attn_implementation: str | None = None,
+) -> ModelRunner:
+    """Load one model (alias, local dir, .gguf or hub id) and wrap it in a ModelRunner."""
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev, name)
+    started = time.perf_counter()
+    if name in TINY_ALIASES:
+        model, tokenizer = _load_tiny(name, torch_dtype)
+    else:
+        source, gguf_file = _locate(name, cache_dir)
+        try:
+            model, tokenizer = _load_pretrained(source, torch_dtype, gguf_file, attn_implementation)
+        except (OSError, ValueError) as exc:
+            raise ModelNotFoundError(
+                f"Could not load model {name!r} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                "pass a local directory or .gguf file, or run `seed-tot models pull` for the default pair."
+            ) from exc
+    model = model.to(dev)
+    log.info("loaded %s (%s, %s) in %.1f s", name, torch_dtype, dev, time.perf_counter() - started)
+    return ModelRunner(model, tokenizer, name=name)
+
+
+def tokenizers_match(first, second) -> bool:
+    """Same vocabulary (token -> id) and the same special end-of-sequence token."""
+    if first is None or second is None:
+        return first is None and second is None
+    if first.eos_token_id != second.eos_token_id:
+        return False
+    return first.get_vocab() == second.get_vocab()
+
+
+def check_pair(draft: ModelRunner, target: ModelRunner) -> None:
+    """Refuse a draft/target pair that does not share one tokenizer."""
+    if not tokenizers_match(draft.tokenizer, target.tokenizer):
+        raise TokenizerMismatchError(
+            f"Draft model {draft.name!r} and target model {target.name!r} use different tokenizers: "
+            "speculative decoding needs a pair from one tokenizer family."
+        )
+
+
+def load_pair(
+    draft: str,
+    target: str,
+    dtype: str | torch.dtype = "auto",
+    device: str = "auto",
+    cache_dir: str | None = None,
+) -> tuple[ModelRunner, ModelRunner]:
+    """Load a draft/target pair; refuse it before any decoding when the tokenizers differ."""
+    draft_runner = load_model(draft, dtype, device, cache_dir)
+    target_runner = load_model(target, dtype, device, cache_dir)
+    check_pair(draft_runner, target_runner)
+    return draft_runner, target_runner

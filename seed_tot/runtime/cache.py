@@ -1,0 +1,112 @@
+"""KV-cache operations over transformers' DynamicCache (5.x API).
+
+transformers 5.x changed `DynamicCache.crop(n)`: only negative n is accepted (drop the last
+|n| tokens). Everything that depends on cache internals (`layers[i].keys/values`) lives here
+and is pinned by tests/test_runtime.py.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+
+def cache_length(cache: DynamicCache) -> int:
+    """Number of token positions held in the cache."""
+    return int(cache.get_seq_length())
+
+
+def rollback(cache: DynamicCache, length: int) -> None:
+    """Drop every position at or after `length` (in place)."""
+    current = cache_length(cache)
+    if length > current or length < 0:
+        raise ValueError(f"cannot roll a cache of length {current} back to {length}")
+    if length < current:
+        cache.crop(length - current)
+
+
+def keep_positions(cache: DynamicCache, start: int, keep: list[int]) -> None:
+    """Keep positions [0, start) plus the positions `keep` (absolute, increasing), in place.
+
+    Used after token-tree verification: the accepted path's KV entries are scattered among
+    the tree's nodes and must become contiguous.
+    """
+    index = torch.tensor(list(range(start)) + list(keep), dtype=torch.long)
+    for layer in cache.layers:
+        if not layer.is_initialized:
+            continue
+        idx = index.to(layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, idx)
+        layer.values = layer.values.index_select(-2, idx)
+
+
+def fork_cache(cache: DynamicCache) -> DynamicCache:
+    """An independent cache that starts with the same positions, without copying them.
+
+    DynamicCache appends with torch.cat and crops by slicing, so the shared prefix tensors
+    are never written in place: sharing them between forks is safe and free.
+    """
+    forked = DynamicCache()
+    for layer_idx, layer in enumerate(cache.layers):
+        if layer.is_initialized:
+            forked.update(layer.keys, layer.values, layer_idx)
+    return forked
+
+
+def select_rows(cache: DynamicCache, rows: list[int]) -> DynamicCache:
+    """A new cache holding only the given batch rows (no in-place change of `cache`)."""
+    index = torch.tensor(rows, dtype=torch.long)
+    selected = DynamicCache()
+    for layer_idx, layer in enumerate(cache.layers):
+        if layer.is_initialized:
+            idx = index.to(layer.keys.device)
+            selected.update(layer.keys.index_select(0, idx), layer.values.index_select(0, idx), layer_idx)
+    return selected
+
+
+def repeat_rows(cache: DynamicCache, times: int) -> DynamicCache:
+    """A new cache whose batch holds `times` copies of a batch-1 cache (prompt-prefix sharing)."""
+    repeated = DynamicCache()
+    for layer_idx, layer in enumerate(cache.layers):
+        if layer.is_initialized:
+            repeated.update(
+                layer.keys.expand(times, -1, -1, -1).contiguous(),
+                layer.values.expand(times, -1, -1, -1).contiguous(),
+                layer_idx,
+            )
+    return repeated
+
+
+def stack_left_padded(caches: list[DynamicCache]) -> tuple[DynamicCache, list[int]]:
+    """Stack batch-1 caches of different lengths into one batch, left-padded with zeros.
+
+    Returns the batched cache and each row's pad length; the caller must mask the pads.
+    """
+    lengths = [cache_length(c) for c in caches]
+    longest = max(lengths)
+    pads = [longest - n for n in lengths]
+    stacked = DynamicCache()
+    num_layers = len(caches[0].layers)
+    for layer_idx in range(num_layers):
+        keys, values = [], []
+        for cache, pad in zip(caches, pads):
+            layer = cache.layers[layer_idx]
+            k, v = layer.keys, layer.values
+            if pad:
+                k = torch.nn.functional.pad(k, (0, 0, pad, 0))
+                v = torch.nn.functional.pad(v, (0, 0, pad, 0))
+            keys.append(k)
+            values.append(v)
+        stacked.update(torch.cat(keys, 0), torch.cat(values, 0), layer_idx)
+    return stacked, pads
+
+
+def unstack_left_padded(cache: DynamicCache, pads: list[int]) -> list[DynamicCache]:
+    """Split a left-padded batched cache back into batch-1 caches without their pads."""
+    out = []
+    for row, pad in enumerate(pads):
+        single = DynamicCache()
+        for layer_idx, layer in enumerate(cache.layers):
+            single.update(layer.keys[row : row + 1, :, pad:], layer.values[row : row + 1, :, pad:], layer_idx)
+        out.append(single)
+    return out

@@ -1,0 +1,101 @@
+"""ModelRunner: one causal LM behind the few operations the decoders need."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from seed_tot.runtime.cache import cache_length
+
+
+def _eos_ids(model: PreTrainedModel, tokenizer) -> frozenset[int]:
+    ids: set[int] = set()
+    for source in (getattr(model, "generation_config", None), model.config):
+        value = getattr(source, "eos_token_id", None) if source is not None else None
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    if tokenizer is not None and tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return frozenset(ids)
+
+
+class ModelRunner:
+    """Forward passes over a KV cache, with optional custom 4-D masks and positions."""
+
+    def __init__(self, model: PreTrainedModel, tokenizer=None, name: str = "model"):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.eos_token_ids = _eos_ids(model, tokenizer)
+        self.forward_count = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def pad_token_id(self) -> int:
+        tok = self.tokenizer
+        if tok is not None and tok.pad_token_id is not None:
+            return int(tok.pad_token_id)
+        return min(self.eos_token_ids) if self.eos_token_ids else 0
+
+    def new_cache(self) -> DynamicCache:
+        return DynamicCache()
+
+    @torch.inference_mode()
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        cache: DynamicCache | None = None,
+        position_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Run the model on `input_ids` (B, q), appending to `cache`; return float32 logits (B, q, V).
+
+        `attention_mask` is either 2-D (B, past + q; 1 = real token, 0 = pad) or an additive
+        4-D float mask (B, 1, q, past + q) from seed_tot.runtime.masks. With a 4-D mask,
+        pass explicit `position_ids`.
+        """
+        if input_ids.dim() == 1:
+            input_ids = input_ids.unsqueeze(0)
+        past = cache_length(cache) if cache is not None else 0
+        kwargs = {"input_ids": input_ids.to(self.device), "past_key_values": cache, "use_cache": cache is not None}
+        if position_ids is None and attention_mask is None:
+            q = input_ids.shape[1]
+            position_ids = torch.arange(past, past + q, dtype=torch.long).unsqueeze(0).expand(input_ids.shape[0], -1)
+        if position_ids is not None:
+            kwargs["position_ids"] = position_ids.to(self.device)
+        if attention_mask is not None:
+            if attention_mask.dim() == 4:
+                attention_mask = attention_mask.to(dtype=self.dtype)
+            kwargs["attention_mask"] = attention_mask.to(self.device)
+        out = self.model(**kwargs)
+        self.forward_count += 1
+        return out.logits.float()
+
+    def prefill(self, token_ids: list[int], cache: DynamicCache | None = None) -> tuple[torch.Tensor, DynamicCache]:
+        """Feed a prompt (or a continuation) into a cache; return the last position's logits (V,)."""
+        cache = cache if cache is not None else self.new_cache()
+        logits = self.forward(torch.tensor([token_ids], dtype=torch.long), cache)
+        return logits[0, -1], cache
+
+    def decode(self, token_ids: list[int]) -> str:
+        if self.tokenizer is None:
+            return " ".join(str(t) for t in token_ids)
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            raise ValueError(f"model {self.name!r} has no tokenizer")
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
