@@ -1,1 +1,27 @@
 """Tasks: data, prompts, answer parsing and scoring for GSM8K, Creative Writing, Blocksworld."""
+
+from __future__ import annotations
+
+from seed_tot.errors import SeedTotError
+from tasks.base import Problem, Task
+from tasks.blocksworld import BlocksworldTask
+from tasks.creative_writing import CreativeWritingTask
+from tasks.gsm8k import Gsm8kTask
+
+_TASKS: dict[str, type] = {
+    "gsm8k": Gsm8kTask,
+    "creative_writing": CreativeWritingTask,
+    "blocksworld": BlocksworldTask,
+}
+TASK_NAMES = tuple(_TASKS)
+
+
+def get_task(name: str) -> Task:
+    """A fresh task object by name ("creative-writing" is accepted for "creative_writing")."""
+    key = name.strip().lower().replace("-", "_")
+    if key not in _TASKS:
+        raise SeedTotError(f"Unknown task {name!r}: choose one of {', '.join(TASK_NAMES)}.")
+    return _TASKS[key]()
+
+
+__all__ = ["Problem", "Task", "TASK_NAMES", "get_task", "BlocksworldTask", "CreativeWritingTask", "Gsm8kTask"]

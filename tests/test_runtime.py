@@ -99,6 +99,35 @@ def test_keep_positions_after_tree_matches_full(target):
     assert (logits - full_logits(target, prefix + path + nxt)[-3:]).abs().max() < TOL
 
 
+def test_tree_fed_level_by_level_matches_one_forward(target):
+    prefix = tokens(11, 7)
+    parents = [-1, -1, 0, 0, 1, 1, 2]  # levels: [0, 1], [2..5], [6]
+    tree_tokens = tokens(12, len(parents))
+    one = target.new_cache()
+    target.forward(torch.tensor([prefix]), one)
+    whole = target.forward(
+        torch.tensor([tree_tokens]),
+        one,
+        position_ids=tree_position_ids(parents, len(prefix)),
+        attention_mask=tree_attention_mask(parents, len(prefix), target.dtype),
+    )[0]
+    levels = target.new_cache()
+    target.forward(torch.tensor([prefix]), levels)
+    parts = []
+    for start, stop in [(0, 2), (2, 6), (6, 7)]:
+        sub = parents[:stop]
+        parts.append(
+            target.forward(
+                torch.tensor([tree_tokens[start:stop]]),
+                levels,
+                position_ids=tree_position_ids(sub, len(prefix), start),
+                attention_mask=tree_attention_mask(sub, len(prefix), target.dtype, start),
+            )[0]
+        )
+    assert (torch.cat(parts) - whole).abs().max() < TOL
+    assert cache_length(levels) == len(prefix) + len(parents)
+
+
 def test_tree_depths_rejects_bad_order():
     assert tree_depths([-1, 0, 1, 0]) == [0, 1, 2, 1]
     with pytest.raises(ValueError):
@@ -171,3 +200,112 @@ def test_stack_and_unstack_caches_with_padding(target):
     assert [cache_length(c) for c in singles] == [8, 12]
     nxt = target.forward(torch.tensor([[9]]), singles[0])[0, -1]
     assert (nxt - full_logits(target, seqs[0] + [1, 2, 9])[-1]).abs().max() < TOL
+
+
+def test_batched_tree_inputs_match_each_tree_alone(target):
+    """Several trees over left-padded caches of different lengths in one forward (SEED batched verify)."""
+    from seed_tot.runtime.masks import batched_tree_inputs
+
+    prefixes = [tokens(60, 5), tokens(61, 9), tokens(62, 7)]
+    trees = [[-1, 0, 0, 1], [-1, 0], [-1, -1, 0, 1, 2]]
+    tree_tokens = [tokens(63 + r, len(p)) for r, p in enumerate(trees)]
+    caches = []
+    for prefix in prefixes:
+        c = target.new_cache()
+        target.forward(torch.tensor([prefix]), c)
+        caches.append(c)
+    stacked, pads = stack_left_padded(caches)
+    q = max(len(p) for p in trees)
+    ids = torch.tensor([t + [0] * (q - len(t)) for t in tree_tokens])
+    mask, positions = batched_tree_inputs(trees, [len(p) for p in prefixes], target.dtype)
+    logits = target.forward(ids, stacked, position_ids=positions, attention_mask=mask)
+    for row, (prefix, parents) in enumerate(zip(prefixes, trees)):
+        for node in range(len(parents)):
+            path, cur = [], node
+            while cur >= 0:
+                path.append(tree_tokens[row][cur])
+                cur = parents[cur]
+            reference = full_logits(target, prefix + path[::-1])[-1]
+            assert (logits[row, node] - reference).abs().max() < TOL, (row, node)
+    singles = unstack_left_padded(stacked, pads)
+    assert [cache_length(c) for c in singles] == [len(p) + q for p in prefixes]
+
+
+def _chain(n: int, start: int = 0) -> list[int]:
+    return [-1] + [start + i for i in range(n - 1)]
+
+
+def test_gather_positions_picks_per_row_slots(target):
+    seqs = [tokens(60, 6), tokens(61, 6)]
+    ids = torch.tensor(seqs)
+    cache = target.new_cache()
+    target.forward(ids, cache)
+    from seed_tot.runtime.cache import gather_positions
+
+    index = torch.tensor([[0, 1, 2, 3], [0, 0, 4, 5]])
+    gathered = gather_positions(cache, index)
+    for layer, original in zip(gathered.layers, cache.layers):
+        assert torch.equal(layer.keys[0], original.keys[0, :, :4])
+        assert torch.equal(layer.keys[1, :, 2:], original.keys[1, :, 4:6])
+        assert torch.equal(layer.values[1, :, 1], original.values[1, :, 0])
+
+
+def test_ragged_batch_matches_each_sequence_alone(target):
+    """Prefill ragged prompts, verify a token tree per row, commit different paths, share rows,
+    compact, continue: every logit row equals a full recomputation of that row's sequence."""
+    from seed_tot.runtime.ragged import RaggedBatchCache
+
+    prompts = [tokens(70, 5), tokens(71, 9), tokens(72, 2)]
+    batch = RaggedBatchCache(target, 3, compact_slack=1000)
+    logits = batch.forward(prompts, [_chain(len(p)) for p in prompts])
+    for row, prompt in enumerate(prompts):
+        assert (logits[row, : len(prompt)] - full_logits(target, prompt)).abs().max() < TOL
+    batch.commit([list(range(len(p))) for p in prompts])
+    assert batch.lengths == [5, 9, 2]
+
+    # A pad-led row (row 2 feeds nothing) and a 2-token chain in this call.
+    first = [[11], [12, 13], []]
+    logits = batch.forward(first, [[-1], [-1, 0], []], logits_at=[0, 1, 0])
+    assert logits.shape[1] == 1
+    assert (logits[1, 0] - full_logits(target, prompts[1] + [12, 13])[-1]).abs().max() < TOL
+    base = batch.step_width  # 2
+    # tree per row: a <- pending ; b, c <- a (row 2 roots at the committed tokens)
+    tree = [[21, 22, 23], [31, 32, 33], [41, 42, 43]]
+    parents = [[0, base, base], [1, base, base], [-1, base, base]]
+    logits = batch.forward(tree, parents)
+    sequences = [prompts[0] + [11], prompts[1] + [12, 13], prompts[2]]
+    for row in range(3):
+        ref = full_logits(target, sequences[row] + [tree[row][0], tree[row][2]])[-1]
+        assert (logits[row, 2] - ref).abs().max() < TOL
+    # commit different paths: row 0 keeps 11, 21, 23; row 1 keeps 12, 13; row 2 keeps 41, 42
+    batch.commit([[0, base, base + 2], [0, 1], [base, base + 1]])
+    sequences = [prompts[0] + [11, 21, 23], prompts[1] + [12, 13], prompts[2] + [41, 42]]
+    assert batch.lengths == [len(s) for s in sequences]
+    logits = batch.forward([[5], [6], [7]], [[-1], [-1], [-1]])
+    for row in range(3):
+        ref = full_logits(target, sequences[row] + [5 + row])[-1]
+        assert (logits[row, 0] - ref).abs().max() < TOL
+
+    batch = RaggedBatchCache(target, 3, compact_slack=1000)
+    batch.forward(prompts, [_chain(len(p)) for p in prompts])
+    batch.commit([list(range(len(p))) for p in prompts])
+    batch.forward([[11], [12, 13], []], [[-1], [-1, 0], []])
+    batch.commit([[0], [0, 1], []])
+    batch.select([2, 0, 0])  # repeat row 0 twice, drop row 1
+    sequences = [prompts[2], prompts[0] + [11], prompts[0] + [11]]
+    batch.compact()
+    assert batch.width == max(len(s) for s in sequences)
+    step = [[7], [8], [9]]
+    logits = batch.forward(step, [[-1], [-1], [-1]])
+    for row in range(3):
+        ref = full_logits(target, sequences[row] + step[row])[-1]
+        assert (logits[row, 0] - ref).abs().max() < TOL
+
+
+def test_ragged_commit_rejects_non_chain(target):
+    from seed_tot.runtime.ragged import RaggedBatchCache
+
+    batch = RaggedBatchCache(target, 1)
+    batch.forward([[1, 2, 3]], [[-1, 0, 0]])
+    with pytest.raises(ValueError):
+        batch.commit([[1, 2]])  # siblings, not a chain

@@ -124,6 +124,23 @@ def load_model(
     return ModelRunner(model, tokenizer, name=name)
 
 
+def load_tokenizer(name: str, cache_dir: str | None = None):
+    """The tokenizer of a model name (alias, dir, .gguf, hub id) without loading its weights.
+
+    Used to check a draft/target pair before starting processes that load the weights.
+    """
+    if name in TINY_ALIASES:
+        return _load_tiny(name, torch.float32)[1]
+    source, gguf_file = _locate(name, cache_dir)
+    try:
+        return AutoTokenizer.from_pretrained(source, **({"gguf_file": gguf_file} if gguf_file else {}))
+    except (OSError, ValueError) as exc:
+        raise ModelNotFoundError(
+            f"Could not load the tokenizer of {name!r} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+            "pass a local directory or .gguf file, or run `seed-tot models pull` for the default pair."
+        ) from exc
+
+
 def tokenizers_match(first, second) -> bool:
     """Same vocabulary (token -> id) and the same special end-of-sequence token."""
     if first is None or second is None:

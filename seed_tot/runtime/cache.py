@@ -110,3 +110,18 @@ def unstack_left_padded(cache: DynamicCache, pads: list[int]) -> list[DynamicCac
             single.update(layer.keys[row : row + 1, :, pad:], layer.values[row : row + 1, :, pad:], layer_idx)
         out.append(single)
     return out
+
+
+def gather_positions(cache: DynamicCache, index: torch.Tensor) -> DynamicCache:
+    """A new cache whose row b holds the positions index[b] (B, W') of `cache`, in that order.
+
+    Used to compact a ragged batch: each row keeps only its valid positions, left-padded
+    (pad slots may point at any position; the caller masks them).
+    """
+    gathered = DynamicCache()
+    for layer_idx, layer in enumerate(cache.layers):
+        if layer.is_initialized:
+            b, heads, _, dim = layer.keys.shape
+            idx = index.to(layer.keys.device)[:, None, :, None].expand(b, heads, -1, dim)
+            gathered.update(layer.keys.gather(2, idx), layer.values.gather(2, idx), layer_idx)
+    return gathered

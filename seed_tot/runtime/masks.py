@@ -40,14 +40,18 @@ def tree_allowed(parents: list[int], past_len: int) -> torch.Tensor:
     return allowed
 
 
-def tree_attention_mask(parents: list[int], past_len: int, dtype: torch.dtype) -> torch.Tensor:
-    """(1, 1, q, past_len + q) additive mask for a token tree appended after `past_len` tokens."""
-    return additive_mask(tree_allowed(parents, past_len).unsqueeze(0), dtype)
+def tree_attention_mask(parents: list[int], past_len: int, dtype: torch.dtype, start: int = 0) -> torch.Tensor:
+    """(1, 1, q - start, past_len + q) additive mask for a token tree appended after `past_len` tokens.
+
+    With `start` > 0, nodes [0, start) are already in the cache right after the past (a tree
+    fed level by level): the mask covers only the new nodes [start, q).
+    """
+    return additive_mask(tree_allowed(parents, past_len)[start:].unsqueeze(0), dtype)
 
 
-def tree_position_ids(parents: list[int], past_len: int) -> torch.Tensor:
-    """(1, q) positions: a node sits at past_len + its depth."""
-    return torch.tensor([[past_len + d for d in tree_depths(parents)]], dtype=torch.long)
+def tree_position_ids(parents: list[int], past_len: int, start: int = 0) -> torch.Tensor:
+    """(1, q - start) positions of nodes [start, q): a node sits at past_len + its depth."""
+    return torch.tensor([[past_len + d for d in tree_depths(parents)[start:]]], dtype=torch.long)
 
 
 def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -61,3 +65,30 @@ def left_pad(sequences: list[list[int]], pad_id: int) -> tuple[torch.Tensor, tor
             mask[row, longest - len(seq) :] = 1
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     return ids, mask, positions
+
+
+def batched_tree_inputs(
+    parents_per_row: list[list[int]], past_lengths: list[int], dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask and positions for one forward over several token trees, one per batch row.
+
+    Row r's cache holds past_lengths[r] real positions, left-padded to the longest (as
+    seed_tot.runtime.cache.stack_left_padded builds it); its tree is right-padded to the
+    largest tree. Pad columns are blocked; a pad query only sees itself (its output is
+    garbage and must be ignored; its cache entry must be dropped by the caller).
+    Returns the additive mask (B, 1, q, past + q) and position ids (B, q).
+    """
+    rows, q = len(parents_per_row), max(len(p) for p in parents_per_row)
+    past = max(past_lengths)
+    allowed = torch.zeros(rows, q, past + q, dtype=torch.bool)
+    positions = torch.zeros(rows, q, dtype=torch.long)
+    for r, (parents, length) in enumerate(zip(parents_per_row, past_lengths)):
+        n = len(parents)
+        tree = tree_allowed(parents, 0)
+        allowed[r, :n, past - length : past] = True
+        allowed[r, :n, past : past + n] = tree
+        positions[r, :n] = torch.tensor([length + d for d in tree_depths(parents)], dtype=torch.long)
+        for i in range(n, q):
+            allowed[r, i, past + i] = True
+            positions[r, i] = length
+    return additive_mask(allowed, dtype), positions

@@ -60,12 +60,15 @@ class ModelRunner:
         cache: DynamicCache | None = None,
         position_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
     ) -> torch.Tensor:
         """Run the model on `input_ids` (B, q), appending to `cache`; return float32 logits (B, q, V).
 
         `attention_mask` is either 2-D (B, past + q; 1 = real token, 0 = pad) or an additive
         4-D float mask (B, 1, q, past + q) from seed_tot.runtime.masks. With a 4-D mask,
-        pass explicit `position_ids`.
+        pass explicit `position_ids`. `logits_to_keep` > 0 computes logits for only the last
+        that many positions (a prompt prefill needs one; the LM head over a long prompt is costly);
+        a (B, n) long tensor computes them at those positions of each row.
         """
         if input_ids.dim() == 1:
             input_ids = input_ids.unsqueeze(0)
@@ -80,6 +83,10 @@ class ModelRunner:
             if attention_mask.dim() == 4:
                 attention_mask = attention_mask.to(dtype=self.dtype)
             kwargs["attention_mask"] = attention_mask.to(self.device)
+        if isinstance(logits_to_keep, torch.Tensor):  # (B, n) positions per row
+            kwargs["logits_to_keep"] = logits_to_keep.to(self.device)
+        elif logits_to_keep > 0:
+            kwargs["logits_to_keep"] = logits_to_keep
         out = self.model(**kwargs)
         self.forward_count += 1
         return out.logits.float()
@@ -87,7 +94,7 @@ class ModelRunner:
     def prefill(self, token_ids: list[int], cache: DynamicCache | None = None) -> tuple[torch.Tensor, DynamicCache]:
         """Feed a prompt (or a continuation) into a cache; return the last position's logits (V,)."""
         cache = cache if cache is not None else self.new_cache()
-        logits = self.forward(torch.tensor([token_ids], dtype=torch.long), cache)
+        logits = self.forward(torch.tensor([token_ids], dtype=torch.long), cache, logits_to_keep=1)
         return logits[0, -1], cache
 
     def decode(self, token_ids: list[int]) -> str:

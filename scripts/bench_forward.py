@@ -1,0 +1,125 @@
+"""Forward-pass timing of the default models: q_len x batch after a prompt in the KV cache.
+
+    python scripts/bench_forward.py --threads 2 --out results/bench_forward.json
+
+For each model, a ~200-token prompt is prefilled once per batch size; each timed forward
+appends q_len tokens to that cache and is rolled back afterwards, so every repeat sees the
+same context length. Prints a markdown table (median and min over --repeats) and writes JSON.
+The machine may be shared: the load average before and after is recorded next to the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import click
+import torch
+
+from seed_tot.models.loading import load_model
+from seed_tot.runtime import ModelRunner, cache_length, rollback
+from seed_tot.runtime.cache import repeat_rows
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def prompt_ids(vocab_size: int, length: int, seed: int) -> torch.Tensor:
+    """Random token ids (the cost of a forward does not depend on which tokens they are)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, min(vocab_size, 100_000), (1, length), generator=generator)
+
+
+def time_forward(runner: ModelRunner, cache, q_len: int, batch: int, repeats: int, warmup: int, seed: int) -> list[float]:
+    """Milliseconds of `repeats` forwards of q_len new tokens per row, each rolled back after."""
+    context = cache_length(cache)
+    generator = torch.Generator().manual_seed(seed)
+    timings = []
+    for step in range(warmup + repeats):
+        new = torch.randint(0, 1000, (batch, q_len), generator=generator)
+        started = time.perf_counter()
+        runner.forward(new, cache)
+        elapsed = (time.perf_counter() - started) * 1000
+        rollback(cache, context)
+        if step >= warmup:
+            timings.append(elapsed)
+    return timings
+
+
+def bench_model(name: str, dtype: str, q_lens: list[int], batches: list[int], prompt_len: int,
+                repeats: int, warmup: int, seed: int) -> tuple[list[dict], float]:
+    started = time.perf_counter()
+    runner = load_model(name, dtype=dtype, device="cpu")
+    load_s = time.perf_counter() - started
+    rows = []
+    prompt = prompt_ids(runner.vocab_size, prompt_len, seed)
+    for batch in batches:
+        cache = runner.new_cache()
+        runner.forward(prompt, cache)
+        if batch > 1:
+            cache = repeat_rows(cache, batch)
+        for q_len in q_lens:
+            timings = time_forward(runner, cache, q_len, batch, repeats, warmup, seed + q_len)
+            rows.append({
+                "model": name, "dtype": str(runner.dtype).removeprefix("torch."), "batch": batch,
+                "q_len": q_len, "context": prompt_len, "median_ms": statistics.median(timings),
+                "min_ms": min(timings), "timings_ms": timings,
+            })
+            click.echo(f"  {name} batch={batch} q_len={q_len}: median {rows[-1]['median_ms']:.1f} ms", err=True)
+    return rows, load_s
+
+
+def markdown_table(rows: list[dict]) -> str:
+    lines = ["| model | dtype | batch | q_len | median ms | min ms |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['q_len']} | "
+                     f"{r['median_ms']:.1f} | {r['min_ms']:.1f} |")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--models", "model_names", default="default-draft,default-target", show_default=True,
+              help="Comma-separated model names (aliases, directories, .gguf files).")
+@click.option("--dtype", default="bfloat16", show_default=True)
+@click.option("--threads", type=int, default=None, help="torch threads (default: torch's own choice).")
+@click.option("--q-lens", default="1,4,8", show_default=True)
+@click.option("--batches", default="1,3", show_default=True)
+@click.option("--prompt-len", type=int, default=200, show_default=True)
+@click.option("--repeats", type=int, default=7, show_default=True)
+@click.option("--warmup", type=int, default=2, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the results as JSON here.")
+def main(model_names, dtype, threads, q_lens, batches, prompt_len, repeats, warmup, seed, out) -> None:
+    if threads:
+        torch.set_num_threads(threads)
+    q_list = [int(x) for x in q_lens.split(",")]
+    batch_list = [int(x) for x in batches.split(",")]
+    load_before = load_average()
+    rows, load_seconds = [], {}
+    for name in [n.strip() for n in model_names.split(",") if n.strip()]:
+        model_rows, load_seconds[name] = bench_model(name, dtype, q_list, batch_list, prompt_len, repeats, warmup, seed)
+        rows.extend(model_rows)
+    load_after = load_average()
+    table = markdown_table(rows)
+    click.echo(table)
+    click.echo(f"\ntorch threads {torch.get_num_threads()}, context {prompt_len} tokens, median of {repeats} "
+               f"(after {warmup} warm-up); load average before {load_before}, after {load_after}; "
+               f"model load s: " + ", ".join(f"{k} {v:.1f}" for k, v in load_seconds.items()))
+    if out:
+        result = {
+            "rows": rows, "load_seconds": load_seconds, "threads": torch.get_num_threads(),
+            "load_average_before": load_before, "load_average_after": load_after,
+            "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "repeats": repeats, "warmup": warmup,
+        }
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

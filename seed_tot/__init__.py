@@ -1,0 +1,63 @@
+"""seed-tot: fast, lossless tree-of-thought reasoning with SEED scheduled speculative decoding.
+
+The public API (imported lazily, so worker processes that import a submodule stay light):
+
+    load_pair, load_model          models (alias, local dir, .gguf or hub id) -> ModelRunners
+    make_executor                  "ar", "sd", "seed", ... -> an Executor
+    BFS, MCTS, BFSConfig, MCTSConfig, SearchConfig, DecodeConfig
+    solve(task, problem, executor, tokenizer, search="bfs", **options) -> SearchResult
+    SimpleTask, Problem            a task from two templates and a parser
+    to_trace, write_trace, load_trace, tree_from_trace
+    aggregate                      metrics of many problems
+
+See docs/api.md.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_pair": "seed_tot.models.loading",
+    "load_model": "seed_tot.models.loading",
+    "make_executor": "seed_tot.scheduling.factory",
+    "DecodeConfig": "seed_tot.config",
+    "SpeculationConfig": "seed_tot.config",
+    "SearchConfig": "seed_tot.search.base",
+    "SearchResult": "seed_tot.search.base",
+    "Search": "seed_tot.search.base",
+    "BFS": "seed_tot.search.bfs",
+    "BFSConfig": "seed_tot.search.bfs",
+    "MCTS": "seed_tot.search.mcts",
+    "MCTSConfig": "seed_tot.search.mcts",
+    "ReasoningTree": "seed_tot.search.tree",
+    "PromptFormatter": "seed_tot.reasoning.prompting",
+    "SimpleTask": "seed_tot.reasoning.simple_task",
+    "Problem": "tasks.base",
+    "solve": "seed_tot.api",
+    "to_trace": "seed_tot.api",
+    "Trace": "seed_tot.trace",
+    "write_trace": "seed_tot.trace",
+    "load_trace": "seed_tot.trace",
+    "tree_from_trace": "seed_tot.trace",
+    "RunMetrics": "seed_tot.metrics",
+    "aggregate": "seed_tot.metrics",
+    "SeedTotError": "seed_tot.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'seed_tot' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,61 @@
+"""The few calls a user needs to run a search: solve one problem, turn the result into a trace."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.scheduling.requests import Executor
+from seed_tot.search import Search, SearchConfig, SearchResult, search_class
+from seed_tot.trace import Trace, build_trace
+from tasks.base import Problem, Task
+
+
+def _tokenizer_of(source: Any):
+    """A tokenizer, or the tokenizer of a ModelRunner-like object (its `.tokenizer`)."""
+    return getattr(source, "tokenizer", source)
+
+
+def solve(
+    task: Task,
+    problem: Problem,
+    executor: Executor,
+    tokenizer: Any,
+    search: str | type[Search] = "bfs",
+    config: SearchConfig | None = None,
+    **options: Any,
+) -> SearchResult:
+    """Search one problem. `tokenizer` is the target's tokenizer or its ModelRunner; `search`
+    is "bfs", "mcts" or a Search subclass; `options` build the search's config when `config`
+    is not given (e.g. n_thoughts=3, breadth=2, depth=4, seed=0)."""
+    cls = search_class(search) if isinstance(search, str) else search
+    if config is None:
+        config = cls.config_class(**options)
+    return cls(task, executor, PromptFormatter(_tokenizer_of(tokenizer)), config).run(problem)
+
+
+def describe_models(executor: Executor) -> dict[str, str]:
+    """Model names an executor exposes as `target` / `draft` objects with a `name`."""
+    models = {}
+    for role in ("target", "draft"):
+        name = getattr(getattr(executor, role, None), "name", None)
+        if isinstance(name, str):
+            models[role] = name
+    return models
+
+
+def to_trace(
+    result: SearchResult,
+    task: Task,
+    executor: Executor,
+    models: dict[str, str] | None = None,
+    extra_config: dict[str, Any] | None = None,
+) -> Trace:
+    """The trace of `result`, named after the task and executor that produced it."""
+    return build_trace(
+        result,
+        task=task.name,
+        executor=getattr(executor, "name", type(executor).__name__),
+        models=models if models is not None else describe_models(executor),
+        extra_config=extra_config,
+    )

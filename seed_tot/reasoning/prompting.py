@@ -1,0 +1,35 @@
+"""Turn a task's user message into prompt token ids for the target model."""
+
+from __future__ import annotations
+
+from seed_tot.errors import SeedTotError
+
+
+class PromptFormatter:
+    """Wraps the target tokenizer: chat template (one user message, generation prompt added)
+    when the tokenizer has one, plain text otherwise."""
+
+    def __init__(self, tokenizer) -> None:
+        if tokenizer is None:
+            raise SeedTotError(
+                "The reasoning engine needs the target model's tokenizer: load the model with its tokenizer."
+            )
+        self.tokenizer = tokenizer
+
+    @property
+    def uses_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    def format(self, message: str) -> str:
+        """The prompt text the model sees for the user message `message`."""
+        if not self.uses_chat_template:
+            return message
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
+        )
+
+    def encode(self, message: str) -> list[int]:
+        text = self.format(message)
+        # A chat template already writes the special tokens it needs (BOS included).
+        ids = self.tokenizer.encode(text, add_special_tokens=not self.uses_chat_template)
+        return [int(i) for i in ids]

@@ -1,0 +1,15 @@
+"""Per-request seeds derived from where a request sits in the search, not from when it runs.
+
+A seed depends only on (run seed, problem id, node id, role, sample index), so any executor
+or schedule that honours the request seed produces the same tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+
+def request_seed(run_seed: int, problem_id: str, node_id: int, role: str, index: int) -> int:
+    """A 63-bit seed, stable across processes and Python versions (no built-in hash())."""
+    key = f"{run_seed}|{problem_id}|{node_id}|{role}|{index}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") & ((1 << 63) - 1)

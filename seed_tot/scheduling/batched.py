@@ -1,0 +1,371 @@
+"""In-process batched executors: every request of a tree expansion advances in one batch.
+
+BatchedARExecutor: one target forward per token for all rows together.
+BatchedSpeculativeExecutor: lossless speculative decoding batched across the rows. A step
+runs one batched draft forward per tree level and ONE batched target forward that verifies
+every row's token tree; each row keeps what verify_tree accepted. Rows accept different
+numbers of tokens, so both models keep a RaggedBatchCache (seed_tot/runtime/ragged.py):
+rejected slots stay in the cache, masked out, and are never copied or rolled back.
+
+Both executors share identical prompts' prefill (prompt-prefix sharing) and give each request
+its own generator seeded with the request's seed, used in the same order as the serial
+decoders (seed_tot/decoding/), so the tokens chosen for a row never depend on the other rows.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from seed_tot.config import parse_k_config
+from seed_tot.decoding.output import StopCriteria
+from seed_tot.decoding.sampling import probabilities, sample
+from seed_tot.decoding.speculative import draft_children, tree_depth
+from seed_tot.decoding.verify import DraftTree, verify_tree
+from seed_tot.errors import ConfigError
+from seed_tot.runtime.ragged import RaggedBatchCache
+from seed_tot.runtime.runner import ModelRunner
+from seed_tot.scheduling.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
+
+
+@dataclass
+class _Row:
+    """One request while it is being decoded."""
+
+    request: GenerationRequest
+    stop: StopCriteria
+    generator: torch.Generator  # drafting, verification and sampling, as in the serial decoders
+    depth: int  # current draft depth (adaptive_k changes it)
+    pending: int = -1  # last token, not yet in the target cache
+    draft_todo: list[int] = field(default_factory=list)  # tokens not yet in the draft cache (end with pending)
+    tokens: list[int] = field(default_factory=list)
+    finish: FinishReason | None = None
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+    @property
+    def temperature(self) -> float:
+        return self.request.config.temperature
+
+    @property
+    def top_p(self) -> float:
+        return self.request.config.top_p
+
+    @property
+    def remaining(self) -> int:
+        return self.request.config.max_new_tokens - len(self.tokens)
+
+    def append(self, new_tokens: list[int]) -> None:
+        """Append tokens, stopping exactly where autoregressive decoding would stop."""
+        start = len(self.tokens)
+        self.tokens.extend(new_tokens)
+        cut = self.stop.first_stop(self.tokens, start)
+        if cut is not None:
+            del self.tokens[cut[0] :]
+            self.finish = cut[1]
+
+
+def _check_requests(requests: list[GenerationRequest]) -> None:
+    for index, request in enumerate(requests):
+        if not request.prompt_ids:
+            raise ConfigError(f"Request {request.request_id or index!r} has an empty prompt: give at least one prompt token.")
+
+
+def _new_row(request: GenerationRequest, runner: ModelRunner, depth: int = 0) -> _Row:
+    config = request.config
+    stop = StopCriteria(config.max_new_tokens, runner.eos_token_ids, tuple(config.stop), runner.decode)
+    return _Row(
+        request=request,
+        stop=stop,
+        generator=torch.Generator().manual_seed(request.seed),
+        depth=depth,
+    )
+
+
+def _chain(n: int) -> list[int]:
+    return [i - 1 for i in range(n)]
+
+
+def prefill(
+    runner: ModelRunner, prompts: list[list[int]], share_prefix: bool
+) -> tuple[RaggedBatchCache, torch.Tensor | None]:
+    """A ragged batch holding each prompt, and each row's logits after its prompt (B, V).
+
+    With share_prefix, identical prompts are computed once and their cache rows repeated.
+    Returns None for the logits when every prompt is empty.
+    """
+    if share_prefix:
+        first_index: dict[tuple[int, ...], int] = {}
+        row_of = [first_index.setdefault(tuple(p), len(first_index)) for p in prompts]
+        unique = [list(key) for key in first_index]
+    else:
+        row_of, unique = list(range(len(prompts))), [list(p) for p in prompts]
+    batch = RaggedBatchCache(runner, len(unique))
+    logits = None
+    if any(unique):
+        logits = batch.forward(unique, [_chain(len(p)) for p in unique], logits_at=[max(len(p) - 1, 0) for p in unique])
+        logits = logits[:, 0]
+        batch.commit([list(range(len(p))) for p in unique])
+    if row_of != list(range(len(unique))):
+        batch.select(row_of)
+        if logits is not None:
+            logits = logits[torch.tensor(row_of, dtype=torch.long)]
+    return batch, logits
+
+
+def batch_probabilities(logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:
+    """probabilities() of each row's logits (B, ..., V) with that row's settings, one call per
+    distinct (temperature, top_p) instead of one per row."""
+    groups: dict[tuple[float, float], list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault((row.temperature, row.top_p), []).append(i)
+    if len(groups) == 1:
+        ((temperature, top_p),) = groups
+        return probabilities(logits, temperature, top_p)
+    probs = torch.empty_like(logits, dtype=torch.float32)
+    for (temperature, top_p), members in groups.items():
+        index = torch.tensor(members, dtype=torch.long)
+        probs[index] = probabilities(logits[index], temperature, top_p)
+    return probs
+
+
+def draft_candidates(logits: torch.Tensor, q: torch.Tensor, count: int, row: _Row) -> list[tuple[int, torch.Tensor]]:
+    """`count` candidates after one draft position, as seed_tot.decoding.speculative.draft_children
+    draws them (greedy: top distinct tokens with one-hot q; sampling: i.i.d. from q), with q given."""
+    if row.temperature == 0.0:
+        return draft_children(logits, count, 0.0, 1.0, row.generator)
+    drawn = torch.multinomial(q, count, replacement=True, generator=row.generator).tolist()
+    return [(int(token), q) for token in drawn]
+
+
+def _next_token(logits: torch.Tensor, row: _Row) -> int:
+    if row.temperature == 0.0:
+        return int(logits.argmax())
+    return sample(probabilities(logits, row.temperature, row.top_p), row.generator)
+
+
+def _results(rows: list[_Row], runner: ModelRunner, wall: float) -> list[GenerationResult]:
+    out = []
+    for index, row in enumerate(rows):
+        row.stats.new_tokens = len(row.tokens)
+        row.stats.wall_seconds = wall  # the whole batch ran for this long
+        out.append(
+            GenerationResult(
+                request_id=row.request.request_id or str(index),
+                token_ids=list(row.tokens),
+                text=runner.decode(row.tokens),
+                finish_reason=row.finish or "length",
+                stats=row.stats,
+            )
+        )
+    return out
+
+
+class BatchedARExecutor:
+    """Autoregressive decoding of all requests in one batch (one target forward per token)."""
+
+    def __init__(self, target: ModelRunner, share_prefix: bool = True, compact_slack: int = 32):
+        self.target = target
+        self.share_prefix = share_prefix
+        self.compact_slack = compact_slack
+        self.name = "batched"
+        self.last_timing: dict[str, float] = {}
+
+    def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        _check_requests(requests)
+        if not requests:
+            return []
+        started = time.perf_counter()
+        rows = [_new_row(r, self.target) for r in requests]
+        batch, logits = prefill(self.target, [r.prompt_ids for r in requests], self.share_prefix)
+        batch.compact_slack = self.compact_slack
+        target_seconds = time.perf_counter() - started
+        for row in rows:
+            row.stats.target_forwards += 1
+        active = list(rows)
+        while True:
+            for i, row in enumerate(active):
+                row.append([_next_token(logits[i], row)])
+            keep = [i for i, row in enumerate(active) if row.finish is None]
+            if not keep:
+                break
+            if len(keep) < len(active):
+                batch.select(keep)
+                active = [active[i] for i in keep]
+            t0 = time.perf_counter()
+            logits = batch.forward([[row.tokens[-1]] for row in active], [[-1]] * len(active))[:, 0]
+            batch.commit([[0]] * len(active))
+            target_seconds += time.perf_counter() - t0
+            for row in active:
+                row.stats.target_forwards += 1
+        wall = time.perf_counter() - started
+        self.last_timing = {"wall_seconds": wall, "target_seconds": target_seconds, "draft_seconds": 0.0}
+        return _results(rows, self.target, wall)
+
+    def close(self) -> None:
+        """Nothing to release: the executor holds no processes."""
+
+
+@dataclass
+class _Draft:
+    """One row's token tree of this step and where its tokens sit in the draft cache's step."""
+
+    tree: DraftTree = field(default_factory=DraftTree)
+    todo_slots: list[int] = field(default_factory=list)  # step slots of the fed draft_todo tokens
+    node_slot: dict[int, int] = field(default_factory=dict)  # fed tree node -> step slot
+
+
+class BatchedSpeculativeExecutor:
+    """Lossless speculative decoding of all requests together (SD when k_config is all ones, MCSD otherwise)."""
+
+    def __init__(
+        self,
+        target: ModelRunner,
+        draft: ModelRunner,
+        k_config: tuple[int, ...] | str = (1, 1, 1, 1),
+        adaptive_k: bool = False,
+        max_k: int = 8,
+        share_prefix: bool = True,
+        compact_slack: int = 32,
+        name: str = "batched-sd",
+    ):
+        from seed_tot.models.loading import check_pair
+
+        check_pair(draft, target)
+        self.target = target
+        self.draft = draft
+        self.k_config = parse_k_config(k_config)
+        self.adaptive_k = adaptive_k
+        self.max_k = max(max_k, len(self.k_config)) if adaptive_k else len(self.k_config)
+        self.share_prefix = share_prefix
+        self.compact_slack = compact_slack
+        self.name = name
+        self.last_timing: dict[str, float] = {}
+
+    def _shape(self, depth: int) -> tuple[int, ...]:
+        """Candidates per level for a draft of `depth` levels (levels past k_config get one)."""
+        return (self.k_config + (1,) * self.max_k)[:depth]
+
+    def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        _check_requests(requests)
+        if not requests:
+            return []
+        started = time.perf_counter()
+        rows = [_new_row(r, self.target, depth=len(self.k_config)) for r in requests]
+        for row in rows:
+            row.pending = row.request.prompt_ids[-1]
+            row.draft_todo = [row.pending]
+        heads = [r.prompt_ids[:-1] for r in requests]
+        target_batch, _ = prefill(self.target, heads, self.share_prefix)
+        t_target = time.perf_counter() - started
+        draft_batch, _ = prefill(self.draft, heads, self.share_prefix)
+        t_draft = time.perf_counter() - started - t_target
+        for batch in (target_batch, draft_batch):
+            batch.compact_slack = self.compact_slack
+
+        active = list(rows)
+        while active:
+            t0 = time.perf_counter()
+            drafts = self._draft_step(draft_batch, active)
+            t1 = time.perf_counter()
+            target_probs = self._target_step(target_batch, active, drafts)
+            t2 = time.perf_counter()
+            t_draft += t1 - t0
+            t_target += t2 - t1
+            target_keep, draft_keep = [], []
+            for row, draft, probs in zip(active, drafts, target_probs):
+                verdict = verify_tree(draft.tree, probs, row.generator)
+                target_keep.append([0] + [1 + node for node in verdict.accepted_nodes])
+                fed = [draft.node_slot[n] for n in verdict.accepted_nodes if n in draft.node_slot]
+                draft_keep.append(draft.todo_slots + fed)
+                unfed = [t for n, t in zip(verdict.accepted_nodes, verdict.accepted_tokens) if n not in draft.node_slot]
+                row.draft_todo = (row.draft_todo if not draft.todo_slots else []) + unfed + [verdict.next_token]
+                row.pending = verdict.next_token
+                drafted_depth = tree_depth(draft.tree)
+                row.stats.draft_tokens_proposed += drafted_depth
+                row.stats.draft_tokens_accepted += len(verdict.accepted_nodes)
+                row.stats.target_forwards += 1
+                self._adapt(row, drafted_depth, len(verdict.accepted_nodes))
+                row.append(verdict.accepted_tokens + [verdict.next_token])
+            target_batch.commit(target_keep)
+            draft_batch.commit(draft_keep)
+            keep = [i for i, row in enumerate(active) if row.finish is None]
+            if len(keep) < len(active) and keep:
+                target_batch.select(keep)
+                draft_batch.select(keep)
+            active = [active[i] for i in keep]
+        wall = time.perf_counter() - started
+        self.last_timing = {"wall_seconds": wall, "target_seconds": t_target, "draft_seconds": t_draft}
+        return _results(rows, self.target, wall)
+
+    def _adapt(self, row: _Row, drafted_depth: int, accepted: int) -> None:
+        """adaptive_k: one level deeper after a fully accepted draft, one shallower after a draft
+        rejected at its first level. Depends only on past verdicts, so output stays lossless."""
+        if not self.adaptive_k or drafted_depth == 0:
+            return
+        if accepted >= drafted_depth:
+            row.depth = min(row.depth + 1, self.max_k)
+        elif accepted == 0:
+            row.depth = max(row.depth - 1, 1)
+
+    def _draft_step(self, batch: RaggedBatchCache, rows: list[_Row]) -> list[_Draft]:
+        """Draft every row's token tree: one batched draft forward per tree level."""
+        # As in the serial drafter: no deeper than the tokens the row may still emit.
+        depths = [min(row.depth, row.remaining) for row in rows]
+        drafts = [_Draft() for _ in rows]
+        if max(depths) <= 0:
+            return drafts
+        feed = [row.draft_todo if d > 0 else [] for row, d in zip(rows, depths)]
+        logits = batch.forward(feed, [_chain(len(f)) for f in feed], logits_at=[max(len(f) - 1, 0) for f in feed])
+        for row, draft, tokens in zip(rows, drafts, feed):
+            draft.todo_slots = list(range(len(tokens)))
+            row.stats.draft_forwards += 1 if tokens else 0
+        # frontier per row: (tree node, its step slot, its logits, its q) of the nodes whose children come next
+        q = batch_probabilities(logits, rows)
+        frontier = [
+            [(-1, len(f) - 1, logits[i, 0], q[i, 0])] if depths[i] > 0 else [] for i, f in enumerate(feed)
+        ]
+        for level in range(max(depths)):
+            level_nodes: list[list[tuple[int, int]]] = []  # (node, parent step slot)
+            for i, row in enumerate(rows):
+                nodes = []
+                if level < depths[i]:
+                    count = self._shape(depths[i])[level]
+                    for parent_node, parent_slot, node_logits, node_q in frontier[i]:
+                        for token, token_q in draft_candidates(node_logits, node_q, count, row):
+                            nodes.append((drafts[i].tree.add(token, parent_node, token_q), parent_slot))
+                level_nodes.append(nodes)
+            if level + 1 >= max(depths):
+                break
+            # Feed this level's nodes of the rows that draft deeper; the deepest level is never fed.
+            base = batch.step_width
+            tokens = [
+                [drafts[i].tree.tokens[n] for n, _ in nodes] if level + 1 < depths[i] else []
+                for i, nodes in enumerate(level_nodes)
+            ]
+            parents = [
+                [slot for _, slot in nodes] if level + 1 < depths[i] else [] for i, nodes in enumerate(level_nodes)
+            ]
+            logits = batch.forward(tokens, parents)
+            q = batch_probabilities(logits, rows)
+            for i, row in enumerate(rows):
+                frontier[i] = []
+                if not tokens[i]:
+                    continue
+                row.stats.draft_forwards += 1
+                for j, (node, _) in enumerate(level_nodes[i]):
+                    drafts[i].node_slot[node] = base + j
+                    frontier[i].append((node, base + j, logits[i, j], q[i, j]))
+        return drafts
+
+    def _target_step(self, batch: RaggedBatchCache, rows: list[_Row], drafts: list[_Draft]) -> list[torch.Tensor]:
+        """ONE batched target forward over [pending] + tree per row; each row's (1 + N, V) probabilities."""
+        tokens = [[row.pending] + d.tree.tokens for row, d in zip(rows, drafts)]
+        parents = [[-1] + [0 if p < 0 else 1 + p for p in d.tree.parents] for d in drafts]
+        logits = batch.forward(tokens, parents)
+        probs = batch_probabilities(logits, rows)
+        return [probs[i, : len(t)] for i, t in enumerate(tokens)]
+
+    def close(self) -> None:
+        """Nothing to release: the executor holds no processes."""

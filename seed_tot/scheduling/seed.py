@@ -1,0 +1,552 @@
+"""SEED: speculative scheduled execution with a rounds-scheduled strategy (Algorithm 1 of the paper).
+
+n draft worker processes (seed_tot/scheduling/worker.py) draft in parallel, one request
+each; their drafts enter a verify queue; this process, the verifier, owns the target model,
+takes drafts first-come-first-served (or by another discipline), verifies them losslessly
+(target_probs_for_tree + verify_tree), commits its per-request target cache and sends the
+verdict back, after which that worker drafts again. Requests beyond n wait for a free worker.
+
+Every random choice of a request comes from generators seeded by the request's seed (one
+for drafting in the worker, one for verification here), so results do not depend on the
+schedule, the discipline, batching or the number of workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import time
+import weakref
+from collections import deque
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait as wait_for
+from typing import Literal
+
+import torch
+
+from seed_tot.config import parse_k_config
+from seed_tot.decoding.output import StopCriteria
+from seed_tot.decoding.sampling import probabilities
+from seed_tot.decoding.speculative import commit_target, stop_criteria, target_probs_for_tree, tree_depth
+from seed_tot.decoding.verify import DraftTree, verify_tree
+from seed_tot.errors import ConfigError, TokenizerMismatchError, WorkerError
+from seed_tot.runtime import ModelRunner, cache_length, fork_cache, rollback
+from seed_tot.runtime.cache import stack_left_padded, unstack_left_padded
+from seed_tot.runtime.masks import batched_tree_inputs
+from seed_tot.scheduling.events import TARGET, Event, now
+from seed_tot.scheduling.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
+from seed_tot.scheduling.worker import (
+    Draft,
+    DraftSource,
+    Failure,
+    NamedDraft,
+    Ready,
+    Start,
+    Stop,
+    Verdict,
+    derive_seed,
+    tree_size,
+    worker_main,
+)
+
+log = logging.getLogger(__name__)
+
+Discipline = Literal["fcfs", "round-robin"]
+DISCIPLINES = ("fcfs", "round-robin")
+
+
+@dataclass(frozen=True)
+class SeedOptions:
+    """Scheduler settings; every option is lossless (results do not change, only speed).
+
+    batched_verify: verify every waiting draft in ONE target forward.
+    share_prefix: requests with the same prompt prefill the target once (zero-copy forks).
+    adaptive_k: per-request draft depth that grows after a fully accepted draft and shrinks
+        after a draft rejected at its first position (between 1 and max_depth).
+    discipline: "fcfs" (the paper) or "round-robin" (serve the workers in cyclic order).
+    inject_fault: test-only hook for the workers ("load" or "draft:N").
+    """
+
+    k_config: tuple[int, ...] = (1, 1, 1)
+    discipline: Discipline = "fcfs"
+    batched_verify: bool = False
+    share_prefix: bool = False
+    adaptive_k: bool = False
+    max_depth: int = 8
+    target_threads: int | None = 1
+    worker_threads: int = 1
+    start_timeout_s: float = 600.0
+    stall_timeout_s: float = 600.0
+    inject_fault: str | None = None
+
+    def validated(self) -> "SeedOptions":
+        k_config = parse_k_config(self.k_config)
+        if self.discipline not in DISCIPLINES:
+            raise ConfigError(f"Unknown queue discipline {self.discipline!r}: use one of {', '.join(DISCIPLINES)}.")
+        if self.max_depth < 1 or self.max_depth > 16:
+            raise ConfigError(f"max_depth must be between 1 and 16, got {self.max_depth}.")
+        if self.worker_threads < 1 or (self.target_threads is not None and self.target_threads < 1):
+            raise ConfigError("Thread counts must be at least 1.")
+        return replace(self, k_config=k_config)
+
+    def deepest_k_config(self) -> tuple[int, ...]:
+        return shaped_k_config(self.k_config, max(self.max_depth, len(self.k_config)) if self.adaptive_k else len(self.k_config))
+
+
+def shaped_k_config(k_config: tuple[int, ...], depth: int) -> tuple[int, ...]:
+    """The k_config cut or extended (with single candidates) to `depth` levels."""
+    return tuple(k_config[:depth]) + (1,) * max(0, depth - len(k_config))
+
+
+def next_depth(depth: int, drafted: int, accepted: int, max_depth: int) -> int:
+    """Adaptive draft depth: +1 after a fully accepted draft, -1 after a first-position rejection."""
+    if drafted == 0:
+        return depth
+    if accepted >= drafted:
+        return min(depth + 1, max_depth)
+    if accepted == 0:
+        return max(depth - 1, 1)
+    return depth
+
+
+# ----------------------------------------------------------------------------- worker pool
+
+
+@dataclass
+class _WorkerHandle:
+    index: int
+    process: object
+    conn: object
+    q_buffer: torch.Tensor
+    request: int | None = None  # the request it serves now (None: free)
+
+
+class _Pool:
+    """The worker processes and the log listener; closing is idempotent and never raises."""
+
+    def __init__(self):
+        self.workers: list[_WorkerHandle] = []
+        self.listener: logging.handlers.QueueListener | None = None
+        self.spawned_with: tuple = ()  # the options the workers were started with
+
+    def close(self, graceful: bool = True) -> None:
+        for worker in self.workers:
+            if graceful and worker.process.is_alive():
+                try:
+                    worker.conn.send(Stop())
+                except (OSError, ValueError):
+                    pass
+        for worker in self.workers:
+            worker.process.join(2.0 if graceful else 0.05)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(2.0)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(2.0)
+            worker.conn.close()
+        self.workers = []
+        if self.listener is not None:
+            self.listener.stop()
+            self.listener = None
+
+
+class _ParentLogDispatch(logging.Handler):
+    """Re-emits a worker's log record through the parent's logger of the same name."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(record.name).handle(record)
+
+
+# ----------------------------------------------------------------------------- per-request state
+
+
+@dataclass
+class _RequestState:
+    index: int
+    request: GenerationRequest
+    stop: StopCriteria
+    generator: torch.Generator
+    depth: int
+    cache: object = None
+    prefix_len: int = 0  # accepted tokens in the target cache (the pending token excluded)
+    pending: int = 0
+    generated: list[int] = field(default_factory=list)
+    finish_reason: FinishReason | None = None
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    started_at: float = 0.0
+    worker: int = -1
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+
+class SeedExecutor:
+    """The SEED executor: parallel draft processes, one verifier (this process) with the target."""
+
+    def __init__(
+        self,
+        target: ModelRunner,
+        draft: DraftSource | str,
+        num_workers: int = 3,
+        options: SeedOptions | None = None,
+        name: str = "seed",
+        **option_overrides,
+    ):
+        self.name = name
+        self.target = target
+        self.draft = NamedDraft(draft, dtype=_dtype_name(target.dtype)) if isinstance(draft, str) else draft
+        if num_workers < 1:
+            raise ConfigError(f"SEED needs at least one draft worker, got {num_workers}.")
+        self.num_workers = num_workers
+        self.options = replace(options or SeedOptions(), **option_overrides).validated()
+        self.last_events: list[Event] = []
+        self._check_pair()
+        self._pool = _Pool()
+        self._finalizer = weakref.finalize(self, self._pool.close, False)
+
+    # -- lifecycle
+
+    def _check_pair(self) -> None:
+        tokenizer = self.draft.load_tokenizer()  # raises ModelNotFoundError for unknown models
+        from seed_tot.models.loading import tokenizers_match
+
+        if not tokenizers_match(tokenizer, self.target.tokenizer):
+            raise TokenizerMismatchError(
+                f"Draft model {self.draft!r} and target model {self.target.name!r} use different tokenizers: "
+                "speculative decoding needs a pair from one tokenizer family."
+            )
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [w.process.pid for w in self._pool.workers]
+
+    def start(self) -> None:
+        """Spawn the draft workers and wait until each has loaded its model (done by run() on first use).
+
+        Options may change between runs; a change the workers depend on (tree size of the shared q
+        buffers, worker threads, fault injection) restarts them.
+        """
+        if self._pool.workers and self._pool.spawned_with != self._spawn_settings():
+            self._pool.close(graceful=True)
+        if self._pool.workers:
+            return
+        try:
+            self._spawn()
+        except BaseException:
+            self._pool.close(graceful=False)
+            raise
+
+    def _spawn_settings(self) -> tuple:
+        return (tree_size(self.options.deepest_k_config()), self.options.worker_threads, self.options.inject_fault)
+
+    def _spawn(self) -> None:
+        ctx = torch.multiprocessing.get_context("spawn")
+        log_queue = ctx.Queue()
+        self._pool.listener = logging.handlers.QueueListener(log_queue, _ParentLogDispatch())
+        self._pool.listener.start()
+        self._pool.spawned_with = self._spawn_settings()
+        rows = tree_size(self.options.deepest_k_config())
+        vocab = self.target.vocab_size
+        for i in range(self.num_workers):
+            parent_end, child_end = ctx.Pipe()
+            q_buffer = torch.zeros(rows, vocab, dtype=torch.float32).share_memory_()
+            process = ctx.Process(
+                target=worker_main,
+                args=(
+                    i,
+                    self.draft,
+                    child_end,
+                    q_buffer,
+                    self.options.worker_threads,
+                    log_queue,
+                    logging.getLogger().getEffectiveLevel(),
+                    self.options.inject_fault,
+                ),
+                name=f"seed-draft-{i}",
+                daemon=True,
+            )
+            process.start()
+            child_end.close()
+            self._pool.workers.append(_WorkerHandle(i, process, parent_end, q_buffer))
+        deadline = time.monotonic() + self.options.start_timeout_s
+        waiting = set(range(self.num_workers))
+        while waiting:
+            for msg in self._receive(deadline - time.monotonic(), only=waiting):
+                if not isinstance(msg, Ready):
+                    raise WorkerError(f"Draft worker {msg.worker} sent {type(msg).__name__} before it was ready.")
+                if msg.vocab_size != vocab:
+                    raise ConfigError(
+                        f"Draft model {msg.model_name!r} has {msg.vocab_size} logits and target "
+                        f"{self.target.name!r} {vocab}: use a draft/target pair with one vocabulary."
+                    )
+                waiting.discard(msg.worker)
+
+    def close(self) -> None:
+        """Stop the workers (they are restarted by the next run())."""
+        self._pool.close(graceful=True)
+
+    def __enter__(self) -> "SeedExecutor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- messages
+
+    def _receive(self, timeout: float, only: set[int] | None = None) -> list:
+        """Block until at least one message arrives (or a worker dies); return every message ready."""
+        workers = [w for w in self._pool.workers if only is None or w.index in only]
+        if timeout <= 0:
+            raise WorkerError(f"No message from the draft workers within the time limit; check the worker logs.")
+        conns = {w.conn: w for w in workers}
+        sentinels = {w.process.sentinel: w for w in workers}
+        ready = wait_for(list(conns) + list(sentinels), timeout)
+        if not ready:
+            raise WorkerError(
+                f"No message from the draft workers for {timeout:.0f} s; check the worker logs or raise the timeout."
+            )
+        messages = []
+        for item in ready:
+            worker = conns.get(item) or sentinels[item]
+            messages += self._drain(worker)
+        return messages
+
+    def _drain(self, worker: _WorkerHandle) -> list:
+        messages = []
+        try:
+            while worker.conn.poll():
+                msg = worker.conn.recv()
+                if isinstance(msg, Failure):
+                    raise WorkerError(f"Draft worker {msg.worker} failed: {msg.message}")
+                messages.append(msg)
+        except (EOFError, OSError):
+            pass
+        if not messages and not worker.process.is_alive():
+            worker.process.join(1.0)
+            code = worker.process.exitcode
+            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            raise WorkerError(f"Draft worker {worker.index} (pid {worker.process.pid}) {how}; SEED run aborted.")
+        return messages
+
+    # -- the run
+
+    def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        if not requests:
+            return []
+        for request in requests:
+            if not request.prompt_ids:
+                raise ConfigError("A request has an empty prompt: give at least one prompt token.")
+        self.options = self.options.validated()
+        self.start()
+        old_threads = torch.get_num_threads()
+        if self.options.target_threads is not None:
+            torch.set_num_threads(self.options.target_threads)
+        try:
+            return _Run(self, requests).execute()
+        except BaseException:
+            # Workers are mid-request with stale caches: stop them all; the next run respawns.
+            self._pool.close(graceful=False)
+            raise
+        finally:
+            torch.set_num_threads(old_threads)
+
+
+class _Run:
+    """One run(): the verifier loop of Algorithm 1 over a batch of requests."""
+
+    def __init__(self, executor: SeedExecutor, requests: list[GenerationRequest]):
+        self.ex = executor
+        self.opts = executor.options
+        self.target = executor.target
+        self.events: list[Event] = []
+        self.states = [self._new_state(i, r) for i, r in enumerate(requests)]
+        self.todo = deque(range(len(requests)))
+        self.queue: list[Draft] = []  # the verify queue Q
+        self.prompt_caches: dict[tuple[int, ...], object] = {}
+        self.last_served = -1
+
+    def _new_state(self, index: int, request: GenerationRequest) -> _RequestState:
+        return _RequestState(
+            index=index,
+            request=request,
+            stop=stop_criteria(self.target, request.config),
+            generator=torch.Generator().manual_seed(derive_seed(request.seed, "verify")),
+            depth=len(self.opts.k_config),
+        )
+
+    def execute(self) -> list[GenerationResult]:
+        for worker in self.ex._pool.workers:
+            self._assign(worker)
+        while any(not s.done for s in self.states):
+            while not self.queue:
+                self._collect(self.opts.stall_timeout_s)
+            self._collect_ready()
+            batch = self._pick()
+            self._verify(batch)
+        self.ex.last_events = self.events
+        return [self._result(s) for s in self.states]
+
+    # -- assignment and target prefill
+
+    def _k_config_for(self, state: _RequestState) -> tuple[int, ...]:
+        remaining = state.request.config.max_new_tokens - len(state.generated)
+        # A round emits up to depth + 1 tokens; deeper drafts than the budget are wasted.
+        return shaped_k_config(self.opts.k_config, min(state.depth, max(remaining - 1, 0)))
+
+    def _assign(self, worker: _WorkerHandle) -> None:
+        worker.request = None
+        if not self.todo:
+            return
+        state = self.states[self.todo.popleft()]
+        state.worker, worker.request, state.started_at = worker.index, state.index, time.perf_counter()
+        cfg = state.request.config
+        worker.conn.send(
+            Start(state.index, list(state.request.prompt_ids), self._k_config_for(state), cfg.temperature, cfg.top_p, state.request.seed)
+        )
+        self._prefill(state)  # overlaps with the worker's first draft
+
+    def _prefill(self, state: _RequestState) -> None:
+        prompt = [int(t) for t in state.request.prompt_ids]
+        context = tuple(prompt[:-1])
+        state.prefix_len, state.pending = len(context), prompt[-1]
+        if self.opts.share_prefix and context in self.prompt_caches:
+            state.cache = fork_cache(self.prompt_caches[context])
+            return
+        self.events.append(Event(now(), "prefill_start", TARGET, state.index))
+        cache = self.target.new_cache()
+        if context:
+            self.target.forward(torch.tensor([list(context)]), cache, logits_to_keep=1)
+            state.stats.target_forwards += 1
+        self.events.append(Event(now(), "prefill_end", TARGET, state.index))
+        if self.opts.share_prefix:
+            self.prompt_caches[context] = cache
+            state.cache = fork_cache(cache)
+        else:
+            state.cache = cache
+
+    # -- the verify queue
+
+    def _collect(self, timeout: float) -> None:
+        for msg in self.ex._receive(timeout):
+            self._enqueue(msg)
+
+    def _collect_ready(self) -> None:
+        """Move every draft already sent into the queue (non-blocking)."""
+        for worker in self.ex._pool.workers:
+            if worker.conn.poll():
+                for msg in self.ex._drain(worker):
+                    self._enqueue(msg)
+
+    def _enqueue(self, msg) -> None:
+        if not isinstance(msg, Draft):
+            raise WorkerError(f"Unexpected message {type(msg).__name__} from a draft worker.")
+        self.events.extend(msg.events)
+        self.queue.append(msg)
+
+    def _pick(self) -> list[Draft]:
+        """Order the queue by the discipline; take the head, or everything when batching."""
+        if self.opts.discipline == "fcfs":
+            self.queue.sort(key=lambda d: d.enqueued_at)
+        else:  # round-robin: the next worker after the one served last
+            n = len(self.ex._pool.workers)
+            self.queue.sort(key=lambda d: ((d.worker - self.last_served - 1) % n, d.enqueued_at))
+        take = len(self.queue) if self.opts.batched_verify else 1
+        batch, self.queue = self.queue[:take], self.queue[take:]
+        self.last_served = batch[-1].worker
+        return batch
+
+    # -- verification
+
+    def _tree(self, draft: Draft) -> DraftTree:
+        buffer = self.ex._pool.workers[draft.worker].q_buffer
+        return DraftTree(list(draft.tokens), list(draft.parents), [buffer[row] for row in draft.q_rows])
+
+    def _verify(self, batch: list[Draft]) -> None:
+        states = [self.states[d.request] for d in batch]
+        trees = [self._tree(d) for d in batch]
+        started = now()
+        for d in batch:
+            self.events.append(Event(started, "verify_start", d.worker, d.request))
+        if len(batch) > 1 and all(cache_length(s.cache) > 0 for s in states):
+            probs = self._batched_target_probs(states, trees)
+        else:
+            probs = []
+            for state, tree in zip(states, trees):
+                cfg = state.request.config
+                probs.append(
+                    target_probs_for_tree(self.target, state.cache, state.pending, tree, cfg.temperature, cfg.top_p)
+                )
+        verdicts = []
+        for draft, state, tree, p in zip(batch, states, trees, probs):
+            verdicts.append(self._apply(draft, state, tree, p))
+        ended = now()
+        for draft, verdict in zip(batch, verdicts):
+            self.events.append(Event(ended, "verify_end", draft.worker, draft.request))
+            self.events.append(Event(ended, "accepted", draft.worker, draft.request, len(verdict.accepted_nodes)))
+        for draft, verdict in zip(batch, verdicts):
+            worker = self.ex._pool.workers[draft.worker]
+            worker.conn.send(verdict)
+            if verdict.done:
+                self._assign(worker)
+
+    def _batched_target_probs(self, states: list[_RequestState], trees: list[DraftTree]) -> list[torch.Tensor]:
+        """One target forward over every row's [pending] + tree, on left-padded stacked caches."""
+        stacked, pads = stack_left_padded([s.cache for s in states])
+        parents = [[-1] + [p + 1 for p in tree.parents] for tree in trees]
+        width = max(len(p) for p in parents)
+        pad_id = self.target.pad_token_id
+        ids = [[s.pending] + tree.tokens + [pad_id] * (width - 1 - len(tree)) for s, tree in zip(states, trees)]
+        mask, positions = batched_tree_inputs(parents, [cache_length(s.cache) for s in states], self.target.dtype)
+        logits = self.target.forward(torch.tensor(ids), stacked, position_ids=positions, attention_mask=mask)
+        for state, single in zip(states, unstack_left_padded(stacked, pads)):
+            state.cache = single  # holds prefix + the padded tree; commit_target trims it
+        out = []
+        for row, (state, tree) in enumerate(zip(states, trees)):
+            cfg = state.request.config
+            out.append(probabilities(logits[row, : 1 + len(tree)], cfg.temperature, cfg.top_p))
+        return out
+
+    def _apply(self, draft: Draft, state: _RequestState, tree: DraftTree, probs: torch.Tensor) -> Verdict:
+        verdict = verify_tree(tree, probs, state.generator)
+        stats = state.stats
+        stats.target_forwards += 1
+        stats.draft_forwards += draft.draft_forwards
+        stats.draft_tokens_proposed += tree_depth(tree)
+        stats.draft_tokens_accepted += len(verdict.accepted_tokens)
+        start = len(state.generated)
+        state.generated += verdict.accepted_tokens + [verdict.next_token]
+        stopped = state.stop.first_stop(state.generated, start)
+        if stopped is not None:
+            keep, state.finish_reason = stopped
+            state.generated = state.generated[:keep]
+            state.cache = None
+            state.stats.wall_seconds = time.perf_counter() - state.started_at
+            return Verdict(state.index, verdict.accepted_nodes, verdict.next_token, True, ())
+        self._commit(state, tree, verdict.accepted_nodes)
+        state.pending = verdict.next_token
+        if self.opts.adaptive_k:
+            state.depth = next_depth(state.depth, tree_depth(tree), len(verdict.accepted_nodes), self.opts.max_depth)
+        return Verdict(state.index, verdict.accepted_nodes, verdict.next_token, False, self._k_config_for(state))
+
+    def _commit(self, state: _RequestState, tree: DraftTree, accepted_nodes: list[int]) -> None:
+        expected = state.prefix_len + 1 + len(tree)
+        if cache_length(state.cache) > expected:  # batched rows carry pad queries at the end
+            rollback(state.cache, expected)
+        commit_target(state.cache, state.prefix_len, tree, accepted_nodes)
+        state.prefix_len += 1 + len(accepted_nodes)
+
+    def _result(self, state: _RequestState) -> GenerationResult:
+        state.stats.new_tokens = len(state.generated)
+        return GenerationResult(
+            request_id=state.request.request_id or str(state.index),
+            token_ids=list(state.generated),
+            text=self.target.decode(state.generated),
+            finish_reason=state.finish_reason,
+            stats=state.stats,
+        )
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "auto")

@@ -1,0 +1,39 @@
+"""ToT-BFS (Algorithm 2 of the SEED paper): T steps, n thoughts per state, keep the b best states."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from seed_tot.search.base import Search, SearchConfig, SearchRun, ThoughtNode, expand, value_key
+
+
+class BFSConfig(SearchConfig):
+    breadth: int = Field(1, ge=1, description="states kept per step (b)")
+
+
+class BFS(Search):
+    """Expand every kept state, rate the children, keep the `breadth` best; answer from the best.
+
+    States that already hold an answer stay in the running without being expanded; the
+    search stops early when every kept state holds an answer.
+    """
+
+    name = "bfs"
+    config_class = BFSConfig
+    config: BFSConfig
+
+    def _search(self, run: SearchRun) -> int:
+        frontier: list[ThoughtNode] = [run.tree.root]
+        for step in range(run.depth_limit):
+            open_states = [node for node in frontier if node.kind != "answer"]
+            if not open_states:
+                break
+            candidates = [node for node in frontier if node.kind == "answer"]
+            for node in open_states:
+                candidates.extend(expand(run, node.id))
+            frontier = sorted(candidates, key=value_key)[: self.config.breadth]
+            kept = {node.id for node in frontier}
+            for node in candidates:
+                node.info["bfs_step"] = step
+                node.info["selected"] = node.id in kept
+        return min(frontier, key=value_key).id

@@ -1,0 +1,254 @@
+"""JSON trace of one search: the whole tree, the chosen path, the answer and the run metrics.
+
+The schema is versioned (`schema_version`) and documented in docs/api.md. Files are written
+atomically (temporary file in the same directory, then os.replace), so a crash never leaves a
+half-written trace. `tree_from_trace` rebuilds the ReasoningTree from a loaded trace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from seed_tot.errors import SeedTotError
+from seed_tot.metrics import BatchRecord, RunMetrics
+from seed_tot.scheduling.requests import GenerationStats
+from seed_tot.search.base import SearchResult
+from seed_tot.search.tree import NodeKind, ReasoningTree, ThoughtNode
+
+TRACE_SCHEMA_VERSION = 1
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StatsRecord(_Record):
+    """Counters of one request (or of the requests of one batch)."""
+
+    new_tokens: int = 0
+    draft_tokens_proposed: int = 0
+    draft_tokens_accepted: int = 0
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    wall_seconds: float = 0.0
+
+    @classmethod
+    def of(cls, stats: GenerationStats | None) -> "StatsRecord | None":
+        if stats is None:
+            return None
+        return cls(**{name: getattr(stats, name) for name in cls.model_fields})
+
+    def to_stats(self) -> GenerationStats:
+        return GenerationStats(**self.model_dump())
+
+
+class NodeRecord(_Record):
+    id: int
+    parent: int | None
+    depth: int
+    kind: NodeKind
+    state: str
+    thought: str
+    value: float | None
+    value_parsed: bool | None  # False: the evaluator reply was unparseable, value is the fallback
+    raw_values: list[str]
+    generation: StatsRecord | None  # the thought request that created the node
+    evaluation: StatsRecord | None  # the value request that rated it
+    seeds: dict[str, int]
+    info: dict[str, Any]  # search-specific: BFS step/selected, MCTS visits/return_sum, finish_reason
+
+
+class EdgeRecord(_Record):
+    source: int
+    target: int
+
+
+class BatchTraceRecord(_Record):
+    """One executor call, in the order the search made them."""
+
+    role: Literal["thought", "value"]
+    node_id: int
+    size: int
+    wall_seconds: float
+    stats: StatsRecord
+    events: list[dict[str, Any]] | None  # the executor's scheduler events, when it exposes them
+
+
+class MetricsRecord(_Record):
+    problems: int
+    new_tokens: int
+    wall_seconds: float  # seconds spent inside executor calls
+    tokens_per_second: float | None
+    requests: int
+    batches: int
+    acceptance_rate: float | None
+    draft_tokens_proposed: int
+    draft_tokens_accepted: int
+    target_forwards: int
+    draft_forwards: int
+    parse_failures: int
+    evaluations: int
+
+    @classmethod
+    def of(cls, metrics: RunMetrics) -> "MetricsRecord":
+        return cls(**metrics.as_dict())
+
+    def to_metrics(self) -> RunMetrics:
+        data = self.model_dump(exclude={"tokens_per_second", "acceptance_rate"})
+        return RunMetrics(**data)
+
+
+class Trace(_Record):
+    schema_version: Literal[1] = TRACE_SCHEMA_VERSION
+    task: str
+    search: str
+    executor: str
+    problem_id: str
+    question: str
+    config: dict[str, Any]
+    models: dict[str, str]
+    nodes: list[NodeRecord]
+    edges: list[EdgeRecord]
+    chosen_path: list[int]
+    final_answer: str | None
+    gold: Any
+    score: float | None
+    correct: bool | None
+    metrics: MetricsRecord
+    batches: list[BatchTraceRecord]
+
+
+def _node_record(node: ThoughtNode) -> NodeRecord:
+    return NodeRecord(
+        id=node.id,
+        parent=node.parent,
+        depth=node.depth,
+        kind=node.kind,
+        state=node.state,
+        thought=node.thought,
+        value=node.value,
+        value_parsed=node.value_parsed,
+        raw_values=list(node.raw_values),
+        generation=StatsRecord.of(node.generation),
+        evaluation=StatsRecord.of(node.evaluation),
+        seeds=dict(node.seeds),
+        info=dict(node.info),
+    )
+
+
+def _batch_record(batch: BatchRecord) -> BatchTraceRecord:
+    return BatchTraceRecord(
+        role=batch.role,
+        node_id=batch.node_id,
+        size=batch.size,
+        wall_seconds=batch.wall_seconds,
+        stats=StatsRecord.of(batch.stats),
+        events=batch.events,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    """Gold answers are task-defined; keep them as JSON (tuples become lists, others text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def build_trace(
+    result: SearchResult,
+    task: str,
+    executor: str,
+    models: dict[str, str] | None = None,
+    extra_config: dict[str, Any] | None = None,
+) -> Trace:
+    """The trace of one search result. `extra_config` adds run settings (e.g. k_config)."""
+    config = {"search": result.config.model_dump(mode="json"), **(extra_config or {})}
+    return Trace(
+        task=task,
+        search=result.search,
+        executor=executor,
+        problem_id=result.problem.id,
+        question=result.problem.question,
+        config=_jsonable(config),
+        models=dict(models or {}),
+        nodes=[_node_record(node) for node in result.tree.nodes()],
+        edges=[EdgeRecord(source=s, target=t) for s, t in result.tree.edges()],
+        chosen_path=list(result.chosen_path),
+        final_answer=result.answer,
+        gold=_jsonable(result.problem.gold),
+        score=result.score,
+        correct=result.correct,
+        metrics=MetricsRecord.of(result.metrics),
+        batches=[_batch_record(batch) for batch in result.batches],
+    )
+
+
+def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
+    """Write `trace` as indented JSON, atomically; return the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(trace.model_dump_json(indent=2))
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp_name, target)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def load_trace(path: str | os.PathLike) -> Trace:
+    """Read a trace file; refuse files of another schema version or that do not validate."""
+    source = Path(path)
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SeedTotError(f"Trace file {str(source)!r} does not exist: check the path.") from None
+    except json.JSONDecodeError as exc:
+        raise SeedTotError(f"Trace file {str(source)!r} is not valid JSON ({exc.msg}): pass a seed-tot trace.") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != TRACE_SCHEMA_VERSION:
+        raise SeedTotError(
+            f"Trace file {str(source)!r} has schema version {version!r}, this seed-tot reads version "
+            f"{TRACE_SCHEMA_VERSION}: load it with the seed-tot version that wrote it."
+        )
+    try:
+        return Trace.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise SeedTotError(
+            f"Trace file {str(source)!r} does not match the trace schema ({where}: {first['msg']}): "
+            "pass an unmodified seed-tot trace."
+        ) from None
+
+
+def tree_from_trace(trace: Trace) -> ReasoningTree:
+    """Rebuild the ReasoningTree a trace was written from (parents before children)."""
+    tree = ReasoningTree()
+    for record in sorted(trace.nodes, key=lambda r: (r.depth, r.id)):
+        tree.insert(
+            ThoughtNode(
+                id=record.id,
+                parent=record.parent,
+                depth=record.depth,
+                kind=record.kind,
+                state=record.state,
+                thought=record.thought,
+                value=record.value,
+                raw_values=list(record.raw_values),
+                value_parsed=record.value_parsed,
+                generation=record.generation.to_stats() if record.generation else None,
+                evaluation=record.evaluation.to_stats() if record.evaluation else None,
+                seeds=dict(record.seeds),
+                info=dict(record.info),
+            )
+        )
+    return tree

@@ -1,0 +1,147 @@
+"""Blocksworld (PlanBench step-6 set): plan block moves one action per thought, checked by simulation."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from seed_tot.errors import SeedTotError
+from tasks.base import DATA_DIR, Problem, load_template
+from tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
+from tasks.jsonl import read_jsonl
+from tasks.pddl import Action, Domain, PlanCheck, PlanningProblem, check_plan, parse_domain, parse_problem
+
+DEFAULT_PATH = DATA_DIR / "blocksworld" / "planbench_step6.jsonl"
+DEFAULT_DOMAIN = DATA_DIR / "blocksworld" / "generated_domain.pddl"
+NO_ACTIONS = "(no actions yet)"
+
+_GOOD = re.compile(r"\b(not\s+(?:a\s+)?)?(good|bad)\b", re.IGNORECASE)
+
+
+@lru_cache(maxsize=8)
+def load_domain(path: str = str(DEFAULT_DOMAIN)) -> Domain:
+    return parse_domain(Path(path).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1024)
+def planning_problem(instance_pddl: str) -> PlanningProblem:
+    return parse_problem(instance_pddl)
+
+
+def plan_lines(state: str) -> list[str]:
+    return [line.strip() for line in state.splitlines() if line.strip()]
+
+
+def read_plan(lines: list[str]) -> list[Action] | None:
+    """The actions of plan lines, or None when a line names no readable action."""
+    actions = [parse_action(line) for line in lines]
+    return None if any(a is None for a in actions) else actions  # type: ignore[return-value]
+
+
+def parse_good_bad(text: str) -> float | None:
+    """1.0 for "good", 0.0 for "bad" (the first verdict in the reply); "not good" is bad; else None."""
+    match = _GOOD.search(text)
+    if match is None:
+        return None
+    negated, verdict = match.group(1), match.group(2).lower()
+    if negated:
+        return 0.0 if verdict == "good" else None  # "not bad" is too vague to rank
+    return 1.0 if verdict == "good" else 0.0
+
+
+class BlocksworldTask:
+    """Blocksworld as in SEED (Appendix D), depth 7 (the step-6 set has 6-step optimal plans).
+
+    A thought is the next action, generated after demonstrations (prompts/blocksworld/) from
+    the statement, the actions so far and the simulated current state. The state is the plan
+    so far, one action per line in PlanBench wording. A state is terminal when the simulated
+    plan reaches the goal or when its last action is unreadable or breaks a precondition
+    (such a plan scores 0). The evaluator judges the last action "good" (value 1.0) or "bad"
+    (0.0); an unreadable verdict gets `fallback_value` = 0.0, the same as "bad".
+    """
+
+    name = "blocksworld"
+    default_depth = 7
+    fallback_value = 0.0
+
+    def __init__(self, domain_path: str | Path | None = None) -> None:
+        self.domain = load_domain(str(domain_path or DEFAULT_DOMAIN))
+
+    def load(self, path: str | Path | None = None) -> list[Problem]:
+        source = Path(path) if path is not None else DEFAULT_PATH
+        problems = []
+        for line_no, row in read_jsonl(source, ("instance_pddl",)):
+            try:
+                instance = planning_problem(str(row["instance_pddl"]))
+            except SeedTotError as error:
+                raise SeedTotError(f"{source}, line {line_no}: {error}") from None
+            gold = row.get("gold_plan", [])
+            if not isinstance(gold, list) or not all(isinstance(a, str) for a in gold):
+                raise SeedTotError(f"{source}, line {line_no}: 'gold_plan' must be a list of PDDL actions.")
+            problems.append(
+                Problem(
+                    id=str(row.get("id", f"blocksworld-{line_no}")),
+                    question=statement_text(instance.init, instance.goal),
+                    gold=gold,
+                    meta={"instance_pddl": row["instance_pddl"], "n_steps": row.get("n_steps"), "line": line_no},
+                )
+            )
+        return problems
+
+    def check(self, problem: Problem, actions: list[Action]) -> PlanCheck:
+        return check_plan(self.domain, planning_problem(problem.meta["instance_pddl"]), actions)
+
+    def _plan_context(self, problem: Problem, lines: list[str]) -> dict[str, str]:
+        """Template fields for a plan prefix: the statement, the plan text and the state it reaches."""
+        actions = read_plan(lines) or []
+        result = self.check(problem, actions)
+        return {
+            "intro": load_template(self.name, "intro"),
+            "statement": problem.question,
+            "plan": "\n".join(lines) or NO_ACTIONS,
+            "current_state": facts_text(result.final_state),
+        }
+
+    def thought_prompt(self, problem: Problem, state: str, step: int) -> str:
+        return load_template(self.name, "thought").format(
+            demonstrations=load_template(self.name, "demonstrations"),
+            **self._plan_context(problem, plan_lines(state)),
+        )
+
+    def value_prompt(self, problem: Problem, state: str, step: int) -> str:
+        lines = plan_lines(state)
+        return load_template(self.name, "value").format(
+            value_demonstrations=load_template(self.name, "value_demonstrations"),
+            action=lines[-1] if lines else NO_ACTIONS,
+            **self._plan_context(problem, lines[:-1]),
+        )
+
+    def parse_value(self, text: str) -> float | None:
+        return parse_good_bad(text)
+
+    def extend_state(self, state: str, thought: str, step: int) -> str:
+        """Append the thought's first action in PlanBench wording (its first line when unreadable)."""
+        action = parse_action(thought)
+        if action is not None:
+            line = action_text(action)
+        else:
+            line = next((ln.strip() for ln in thought.splitlines() if ln.strip()), "(empty thought)")
+        return "\n".join([*plan_lines(state), line])
+
+    def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
+        actions = read_plan(plan_lines(state))
+        if actions is None:
+            return True
+        result = self.check(problem, actions)
+        return result.reaches_goal or not result.executable
+
+    def extract_answer(self, problem: Problem, state: str) -> str | None:
+        lines = plan_lines(state)
+        return "\n".join(lines) if lines else None
+
+    def score(self, problem: Problem, answer: str | None) -> float:
+        actions = read_plan(plan_lines(answer or ""))
+        if actions is None:
+            return 0.0
+        return 1.0 if self.check(problem, actions).valid else 0.0

@@ -1,0 +1,33 @@
+"""Reading numeric ratings ("Score: 7", "7/10", "I'd rate it 8 out of 10") from evaluator replies."""
+
+from __future__ import annotations
+
+import re
+
+_NUMBER = r"(\d+(?:\.\d+)?)"
+# "7/10", "7 / 10", "8 out of 10"
+_OUT_OF_TEN = re.compile(_NUMBER + r"\s*(?:/|out\s+of)\s*10\b", re.IGNORECASE)
+# "Score: 7", "the coherency score is 7", "rating of 6", "I'd rate it 8", "The number is: 9"
+_LABELLED = re.compile(
+    r"\b(?:score|rating|rate(?:d)?(?:\s+(?:it|this|the\s+\w+))?|number|grade)"
+    r"\s*(?:is|of|as|would\s+be|=|:|-)?\s*(?:a|an)?\s*[:\[\(]?\s*" + _NUMBER + r"\b",
+    re.IGNORECASE,
+)
+_LEADING = re.compile(r"^\s*[\[\(]?" + _NUMBER + r"\b")
+
+
+def parse_rating(text: str, low: float = 1.0, high: float = 10.0, prefer_last: bool = False) -> float | None:
+    """A rating in [low, high] from free text, or None when no in-range rating is stated.
+
+    Looks for "N/10" or "N out of 10" first, then a labelled number ("Score: N", "score is N",
+    "rate it N"), then a number that opens the reply. `prefer_last` takes the last labelled number
+    (for prompts that ask for the conclusion on the last line). A stated rating out of range gives
+    None rather than a clipped value.
+    """
+    text = text.replace("*", "")  # markdown bold around the number
+    for pattern in (_OUT_OF_TEN, _LABELLED, _LEADING):
+        matches = list(pattern.finditer(text))
+        if matches:
+            value = float((matches[-1] if prefer_last else matches[0]).group(1))
+            return value if low <= value <= high else None
+    return None

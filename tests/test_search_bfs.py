@@ -1,0 +1,111 @@
+import pytest
+from scripted_executor import ScriptedExecutor
+from search_helpers import FORMATTER, PROBLEM, TOKENIZER, idea_reply, make_task, value_of
+
+from seed_tot.errors import ConfigError
+from seed_tot.search import BFS, BFSConfig, MCTSConfig
+
+
+def run_bfs(reply=idea_reply, depth=3, **config):
+    executor = ScriptedExecutor(TOKENIZER, reply)
+    result = BFS(make_task(depth), executor, FORMATTER, BFSConfig(**config)).run(PROBLEM)
+    return result, executor
+
+
+def test_every_expansion_sends_n_thoughts_then_n_evaluations():
+    result, executor = run_bfs(n_thoughts=3, breadth=2)
+    # 1 expansion at step 0, then 2 per step (breadth 2) for steps 1 and 2.
+    assert len(executor.batches) == 2 * (1 + 2 + 2)
+    assert [b.size for b in result.batches] == [3] * 10
+    for thoughts, values in zip(executor.batches[0::2], executor.batches[1::2]):
+        assert len({tuple(r.prompt_ids) for r in thoughts}) == 1  # one prompt
+        assert len({r.seed for r in thoughts}) == 3  # n seeds
+        assert len({tuple(r.prompt_ids) for r in values}) == 3  # n different prompts
+    assert [b.role for b in result.batches] == ["thought", "value"] * 5
+    assert result.metrics.batches == 10 and result.metrics.requests == 30
+
+
+def test_bfs_keeps_the_best_states_and_answers_from_the_best():
+    result, _ = run_bfs(n_thoughts=3, breadth=2)
+    tree = result.tree
+    for step in range(3):
+        candidates = [n for n in tree.nodes() if n.info.get("bfs_step") == step]
+        kept = sorted((n for n in candidates if n.info["selected"]), key=lambda n: n.id)
+        best = sorted(candidates, key=lambda n: (-n.value, n.id))[:2]
+        assert kept == sorted(best, key=lambda n: n.id)
+    for node in tree.nodes():
+        if node.kind != "root":
+            assert node.value == value_of(node.state)
+            assert node.value_parsed
+    chosen = result.chosen
+    assert chosen.depth == 3
+    last_step = [n for n in tree.nodes() if n.info.get("bfs_step") == 2]
+    assert chosen.value == max(n.value for n in last_step)
+    assert result.chosen_path == tree.path_to(chosen.id)
+    assert result.answer is None  # no state matched the answer pattern
+    assert result.score == 0.0 and result.correct is False
+
+
+def test_bfs_stops_when_every_kept_state_holds_an_answer():
+    def reply(prompt, request):
+        return "ANSWER: 42" if prompt.startswith("THINK") else "7"
+
+    result, executor = run_bfs(reply, depth=4, n_thoughts=2, breadth=2)
+    assert len(executor.batches) == 2  # one expansion, then all states are terminal
+    assert all(n.kind == "answer" for n in result.tree.nodes() if n.kind != "root")
+    assert result.answer == "42" and result.score == 1.0 and result.correct is True
+
+
+def test_terminal_states_are_kept_but_not_expanded():
+    def reply(prompt, request):
+        if prompt.startswith("THINK"):
+            return "ANSWER: 42" if request.seed % 2 == 0 and "step 1:" in prompt else f"idea{request.seed % 1000}"
+        return "9" if "ANSWER" in prompt else "1"
+
+    result, executor = run_bfs(reply, depth=3, n_thoughts=4, breadth=2)
+    answers = [n for n in result.tree.nodes() if n.kind == "answer"]
+    assert answers, "the scripted seeds should produce at least one answer at step 1"
+    for node in answers:
+        assert result.tree.children(node.id) == []
+    assert result.chosen.kind == "answer" and result.answer == "42"
+
+
+def test_unparseable_values_get_the_fallback_and_are_counted():
+    def reply(prompt, request):
+        return f"idea{request.seed % 7}" if prompt.startswith("THINK") else "no idea at all"
+
+    result, _ = run_bfs(reply, depth=2, n_thoughts=3, breadth=1)
+    rated = [n for n in result.tree.nodes() if n.kind != "root"]
+    assert len(rated) == 6
+    assert all(n.value == -1.0 and n.value_parsed is False for n in rated)
+    assert all(n.raw_values == ["no idea at all"] for n in rated)
+    assert result.metrics.parse_failures == 6 and result.metrics.evaluations == 6
+
+
+def test_depth_defaults_to_the_task_depth():
+    result, _ = run_bfs(depth=2, n_thoughts=2)
+    assert max(n.depth for n in result.tree.nodes()) == 2
+    result, _ = run_bfs(depth=5, n_thoughts=2)
+    assert max(n.depth for n in result.tree.nodes()) == 5
+
+
+def test_config_depth_overrides_the_task_depth():
+    executor = ScriptedExecutor(TOKENIZER, idea_reply)
+    result = BFS(make_task(5), executor, FORMATTER, BFSConfig(n_thoughts=2, depth=1)).run(PROBLEM)
+    assert max(n.depth for n in result.tree.nodes()) == 1 and len(executor.batches) == 2
+
+
+def test_seeds_depend_on_the_run_seed_and_not_on_the_schedule():
+    first, _ = run_bfs(n_thoughts=3, breadth=2, seed=0)
+    again, _ = run_bfs(n_thoughts=3, breadth=2, seed=0)
+    other, _ = run_bfs(n_thoughts=3, breadth=2, seed=1)
+    states = lambda r: [(n.id, n.state, n.value, n.seeds) for n in r.tree.nodes()]  # noqa: E731
+    assert states(first) == states(again)
+    assert states(first) != states(other)
+
+
+def test_wrong_config_type_is_a_clear_error():
+    with pytest.raises(ConfigError, match="BFSConfig"):
+        BFS(make_task(), ScriptedExecutor(TOKENIZER, idea_reply), FORMATTER, MCTSConfig())
+    with pytest.raises(Exception):
+        BFSConfig(breadth=0)
