@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
+from seed_tot.errors import ConfigError
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.scheduling.requests import Executor
 from seed_tot.search import Search, SearchConfig, SearchResult, search_class
@@ -30,7 +33,17 @@ def solve(
     is not given (e.g. n_thoughts=3, breadth=2, depth=4, seed=0)."""
     cls = search_class(search) if isinstance(search, str) else search
     if config is None:
-        config = cls.config_class(**options)
+        try:
+            config = cls.config_class(**options)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ConfigError(
+                f"Bad {cls.name} option {where}: {first['msg']} "
+                f"(options: {', '.join(cls.config_class.model_fields)})."
+            ) from None
+    elif options:
+        raise ConfigError("Pass either a config object or keyword options to solve(), not both.")
     return cls(task, executor, PromptFormatter(_tokenizer_of(tokenizer)), config).run(problem)
 
 

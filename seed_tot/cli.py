@@ -20,6 +20,17 @@ class FriendlyGroup(click.Group):
             click.echo(f"Error: {exc}", err=True)
             sys.exit(2)
 
+    # Subcommands are imported on first use: most import torch + transformers (seconds), and
+    # `seed-tot models pull` on a filled cache must stay fast.
+    def get_command(self, ctx, name):
+        if name not in self.commands:
+            _register(only=name)
+        return super().get_command(ctx, name)
+
+    def list_commands(self, ctx):
+        _register()
+        return super().list_commands(ctx)
+
 
 @click.group(cls=FriendlyGroup)
 @click.option("-v", "--verbose", is_flag=True, help="Log debug messages (worker processes included).")
@@ -31,25 +42,30 @@ def main(verbose: bool) -> None:
     )
 
 
-def _register() -> None:
+_COMMAND_MODULES = [
+    ("seed_tot.commands.models", "models"),
+    ("seed_tot.commands.tasks", "gsm8k"),
+    ("seed_tot.commands.tasks", "creative_writing"),
+    ("seed_tot.commands.tasks", "blocksworld"),
+    ("seed_tot.commands.bench", "bench"),
+    ("seed_tot.commands.trace", "trace"),
+    ("seed_tot.commands.fastcot", "fastcot"),
+]
+
+
+def _register(only: str | None = None) -> None:
+    """Add the subcommands of _COMMAND_MODULES; with `only`, just seed_tot.commands.<only>:<only>
+    when that pair is listed (else all of them, as a command's name may differ from its module)."""
     import importlib
 
-    for module_name, attr in [
-        ("seed_tot.commands.models", "models"),
-        ("seed_tot.commands.tasks", "gsm8k"),
-        ("seed_tot.commands.tasks", "creative_writing"),
-        ("seed_tot.commands.tasks", "blocksworld"),
-        ("seed_tot.commands.bench", "bench"),
-        ("seed_tot.commands.trace", "trace"),
-        ("seed_tot.commands.fastcot", "fastcot"),
-    ]:
+    entries = [e for e in _COMMAND_MODULES if e == (f"seed_tot.commands.{only}", only)] or _COMMAND_MODULES
+    for module_name, attr in entries:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name == module_name:
                 continue
             raise
-        main.add_command(getattr(module, attr))
-
-
-_register()
+        command = getattr(module, attr)
+        if command.name not in main.commands:
+            main.add_command(command)

@@ -212,7 +212,9 @@ def load_trace(path: str | os.PathLike) -> Trace:
     except FileNotFoundError:
         raise SeedTotError(f"Trace file {str(source)!r} does not exist: check the path.") from None
     except json.JSONDecodeError as exc:
-        raise SeedTotError(f"Trace file {str(source)!r} is not valid JSON ({exc.msg}): pass a seed-tot trace.") from None
+        raise SeedTotError(
+            f"Trace file {str(source)!r} is not valid JSON ({exc.msg}): pass a seed-tot trace."
+        ) from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != TRACE_SCHEMA_VERSION:
         raise SeedTotError(

@@ -34,3 +34,16 @@ def idea_reply(prompt: str, request) -> str:
 
 def value_of(state: str) -> float:
     return float(int(re.findall(r"idea(\d+)", state)[-1]) % 10)
+
+
+def tiny_config(config_class, **extra):
+    """A small, fast search config for runs on the tiny random-weight pair."""
+    from seed_tot.config import DecodeConfig
+
+    return config_class(
+        n_thoughts=2,
+        depth=2,
+        thought_decode=DecodeConfig(max_new_tokens=8, temperature=1.0),
+        value_decode=DecodeConfig(max_new_tokens=4),
+        **extra,
+    )

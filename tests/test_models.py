@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -189,6 +190,12 @@ def test_disk_full_becomes_one_sentence(tmp_path):
         raise PermissionError(errno.EACCES, "denied")  # other errors pass through unchanged
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_atomic_directory_leaves_nothing_behind_on_failure(tmp_path):
     final = tmp_path / "model"
     with pytest.raises(RuntimeError), atomic_directory(final) as temp:
@@ -198,7 +205,12 @@ def test_atomic_directory_leaves_nothing_behind_on_failure(tmp_path):
     with atomic_directory(final) as temp:
         (temp / "config.json").write_text("{}")
     assert [p.name for p in tmp_path.iterdir()] == ["model"]
+    assert final.stat().st_mode & 0o077 == 0o777 & ~_umask() & 0o077  # as readable as a plain mkdir
     assert (final / "config.json").read_text() == "{}"
+    with atomic_directory(final) as temp:  # --force: a new version replaces the old one whole
+        (temp / "model.safetensors").write_bytes(b"new")
+    assert sorted(p.name for p in final.iterdir()) == ["model.safetensors"]
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]
 
 
 # ----------------------------------------------------------------------------- end to end, offline
@@ -332,6 +344,24 @@ def test_cli_pull_of_cached_models_needs_no_network(tmp_path, monkeypatch):
     assert result.output.count("already cached") == 2
     assert "stored as bfloat16; pass --force" in result.output
     assert not (tmp_path / DOWNLOADS_DIR).exists()
+
+
+def test_cli_pull_of_cached_models_does_not_import_torch(tmp_path):
+    """What keeps a no-op pull fast: neither torch nor transformers is imported."""
+    import subprocess
+    import sys
+
+    fake_cache(tmp_path)
+    script = (
+        "import sys; from seed_tot.cli import main\n"
+        "try:\n    main(['models', 'pull'])\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env={**os.environ, "SEED_TOT_CACHE": str(tmp_path), "PIP_NO_INDEX": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("already cached") == 2
+    assert result.stdout.strip().splitlines()[-1] == "[]"
 
 
 # ----------------------------------------------------------------------------- listing

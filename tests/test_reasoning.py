@@ -108,6 +108,8 @@ def test_simple_task_fills_templates_and_finds_answers(tmp_path):
     data.write_text('{"answer": 3}\n')
     with pytest.raises(SeedTotError, match="Line 1"):
         task.load(data)
+    with pytest.raises(SeedTotError, match="does not exist"):
+        task.load(tmp_path / "missing.jsonl")
 
 
 def test_metrics_sum_executor_calls_and_compute_tokens_per_second():
@@ -124,3 +126,20 @@ def test_metrics_sum_executor_calls_and_compute_tokens_per_second():
     assert total.problems == 2 and total.new_tokens == 100 and total.tokens_per_second == 20.0
     assert RunMetrics().tokens_per_second is None and RunMetrics().acceptance_rate is None
     assert metrics.as_dict()["tokens_per_second"] == 20.0
+
+
+def test_scheduler_events_become_dicts_with_times_from_the_first_event():
+    from dataclasses import dataclass
+
+    from seed_tot.metrics import event_records
+
+    @dataclass
+    class Tick:
+        time: float
+        kind: str
+
+    assert event_records([Tick(105.5, "b"), Tick(105.0, "a")]) == [
+        {"time": 0.5, "kind": "b"},
+        {"time": 0.0, "kind": "a"},
+    ]
+    assert event_records([{"kind": "x"}]) == [{"kind": "x"}]

@@ -109,3 +109,57 @@ def test_wrong_config_type_is_a_clear_error():
         BFS(make_task(), ScriptedExecutor(TOKENIZER, idea_reply), FORMATTER, MCTSConfig())
     with pytest.raises(Exception):
         BFSConfig(breadth=0)
+
+
+@pytest.mark.parametrize("task_name", ["gsm8k", "creative_writing", "blocksworld"])
+def test_bfs_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
+    from search_helpers import tiny_config
+
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.batched import BatchedARExecutor
+    from tasks import get_task
+
+    _, target = tiny_pair
+    task = get_task(task_name)
+    problem = task.load()[0]
+    executor = BatchedARExecutor(target)
+    result = BFS(task, executor, PromptFormatter(target.tokenizer), tiny_config(BFSConfig, breadth=2)).run(problem)
+    assert all(batch.size == 2 for batch in result.batches)
+    rated = [n for n in result.tree.nodes() if n.kind != "root"]
+    assert rated and all(n.value is not None for n in rated)
+    assert result.metrics.parse_failures == sum(1 for n in rated if not n.value_parsed)
+    assert result.metrics.new_tokens == sum(n.generation.new_tokens + n.evaluation.new_tokens for n in rated)
+    assert result.score in (None, 0.0) or 0.0 <= result.score <= 1.0
+
+
+def test_the_schedule_does_not_change_the_tree(tiny_pair):
+    """Serial and batched AR decode the same seeded requests: the sampled trees are identical."""
+    from search_helpers import tiny_config
+
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.batched import BatchedARExecutor
+    from seed_tot.scheduling.serial import ar_executor
+    from tasks import get_task
+
+    _, target = tiny_pair
+    task = get_task("gsm8k")
+    problem = task.load()[0]
+    config = tiny_config(BFSConfig, breadth=2, seed=4)
+    trees = []
+    for executor in (ar_executor(target), BatchedARExecutor(target)):
+        result = BFS(task, executor, PromptFormatter(target.tokenizer), config).run(problem)
+        trees.append([(n.id, n.parent, n.thought, n.value, n.seeds) for n in result.tree.nodes()])
+    assert trees[0] == trees[1]
+    assert len({thought for _, _, thought, _, _ in trees[0]}) > 2
+
+
+def test_solve_turns_bad_options_into_one_clear_error():
+    from seed_tot.api import solve
+
+    with pytest.raises(ConfigError, match="breadth"):
+        solve(make_task(), PROBLEM, ScriptedExecutor(TOKENIZER, idea_reply), TOKENIZER, search="bfs", breadth=0)
+    with pytest.raises(ConfigError, match="Unknown search"):
+        solve(make_task(), PROBLEM, ScriptedExecutor(TOKENIZER, idea_reply), TOKENIZER, search="astar")
+    result = solve(make_task(2), PROBLEM, ScriptedExecutor(TOKENIZER, idea_reply), TOKENIZER, search="mcts",
+                   n_thoughts=2, iterations=2)
+    assert result.search == "mcts" and result.tree.root.info["visits"] == 2

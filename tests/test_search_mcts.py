@@ -1,5 +1,7 @@
 import math
 
+import pytest
+
 from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, PROBLEM, TOKENIZER, idea_reply, make_task
 
@@ -81,3 +83,23 @@ def test_mcts_is_deterministic_for_a_seed():
     summary = lambda r: [(n.id, n.parent, n.state, n.value, n.info["visits"]) for n in r.tree.nodes()]  # noqa: E731
     assert summary(first) == summary(again)
     assert first.chosen_path == again.chosen_path
+
+
+@pytest.mark.parametrize("task_name", ["gsm8k", "creative_writing", "blocksworld"])
+def test_mcts_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
+    from search_helpers import tiny_config
+
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.batched import BatchedARExecutor
+    from tasks import get_task
+
+    _, target = tiny_pair
+    task = get_task(task_name)
+    problem = task.load()[0]
+    executor = BatchedARExecutor(target)
+    config = tiny_config(MCTSConfig, iterations=2)
+    result = MCTS(task, executor, PromptFormatter(target.tokenizer), config).run(problem)
+    assert result.batches and all(batch.size == 2 for batch in result.batches)
+    assert result.tree.root.info["visits"] == 2
+    assert max(n.depth for n in result.tree.nodes()) <= 2
+    assert all(n.value is not None for n in result.tree.nodes() if n.kind != "root")

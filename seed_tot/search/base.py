@@ -162,5 +162,3 @@ def expand(run: SearchRun, node_id: int) -> list[ThoughtNode]:
 def value_key(node: ThoughtNode) -> tuple[float, int]:
     """Sort key: higher value first, then lower id (ties break the same way every run)."""
     return (-(node.value if node.value is not None else float("-inf")), node.id)
-
-

@@ -1,0 +1,158 @@
+"""make_executor: one entry point from a method name to an Executor.
+
+| method        | what runs                                                        | needs a draft |
+|---------------|------------------------------------------------------------------|---------------|
+| ar            | serial autoregressive decoding, one request after another        | no            |
+| sd / mcsd     | serial speculative decoding, chain of k / k_config token tree    | yes           |
+| batched       | all requests in one batch, one target forward per token          | no            |
+| batched-sd    | speculative decoding batched across requests (k or k_config)    | yes           |
+| batched-mcsd  | batched-sd with a token tree (k_config, default 2,2,1)           | yes           |
+| seed          | SEED: parallel draft processes + one verifier (k, default 3)     | yes           |
+| seed-mcsd     | SEED with token trees (k_config, default 2,2,1)                  | yes           |
+| lookahead / jacobi / fastcot | single-sequence decoders run request by request   | no            |
+
+Modules are imported lazily, so a method's dependencies load only when it is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Callable
+
+from seed_tot.errors import ConfigError
+from seed_tot.runtime.runner import ModelRunner
+from seed_tot.scheduling.requests import Executor
+
+SERIAL_DECODERS = {
+    "lookahead": ("seed_tot.decoding.lookahead", "lookahead_decode"),
+    "jacobi": ("seed_tot.decoding.jacobi", "jacobi_decode"),
+    "fastcot": ("seed_tot.decoding.fastcot", "fastcot_decode"),
+}
+METHODS = (
+    "ar",
+    "sd",
+    "mcsd",
+    "batched",
+    "batched-sd",
+    "batched-mcsd",
+    "seed",
+    "seed-mcsd",
+    *SERIAL_DECODERS,
+)
+NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
+BATCHED_OPTIONS = {"share_prefix", "compact_slack"}
+BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
+
+DraftArg = ModelRunner | str | Any  # a runner, a model name, or a SEED DraftSource (NamedDraft, TinyDraft)
+
+
+def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = None, **options) -> Executor:
+    """Build the executor for `method` (see the module table); options are the method's settings."""
+    if method not in METHODS:
+        raise ConfigError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
+    if method in NEEDS_DRAFT and draft is None:
+        raise ConfigError(f"Method {method!r} needs a draft model: pass a draft of the target's tokenizer family.")
+    if method == "ar":
+        _check_options(method, options, set())
+        from seed_tot.scheduling.serial import ar_executor
+
+        return ar_executor(target)
+    if method in ("sd", "mcsd"):
+        return _serial_speculative(method, target, _draft_runner(draft, target), options)
+    if method == "batched":
+        _check_options(method, options, BATCHED_OPTIONS)
+        from seed_tot.scheduling.batched import BatchedARExecutor
+
+        return BatchedARExecutor(target, **options)
+    if method in ("batched-sd", "batched-mcsd"):
+        _check_options(method, options, BATCHED_SD_OPTIONS)
+        from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
+
+        default = (2, 2, 1) if method == "batched-mcsd" else (1,) * 4
+        k_config = _k_config(options, default)
+        return BatchedSpeculativeExecutor(target, _draft_runner(draft, target), k_config, name=method, **options)
+    if method in ("seed", "seed-mcsd"):
+        return _seed(method, target, draft, options)
+    return _serial_decoder(method, target, options)
+
+
+def _check_options(method: str, options: dict, allowed: set[str]) -> None:
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        valid = ", ".join(sorted(allowed)) or "none"
+        raise ConfigError(f"Method {method!r} has no option {', '.join(unknown)}: its options are {valid}.")
+
+
+def _k_config(options: dict, default: tuple[int, ...]) -> tuple[int, ...]:
+    """k_config from `k_config`, or a chain of `k` tokens; removes both from options."""
+    from seed_tot.config import parse_k_config
+
+    k, k_config = options.pop("k", None), options.pop("k_config", None)
+    if k is not None and k_config is not None:
+        raise ConfigError("Give either k or k_config, not both: k=4 means k_config=1,1,1,1.")
+    if k is not None:
+        if int(k) < 1:
+            raise ConfigError(f"Bad draft length k={k}: give a positive number of draft tokens.")
+        return (1,) * int(k)
+    return parse_k_config(k_config if k_config is not None else default)
+
+
+def _dtype_name(runner: ModelRunner) -> str:
+    return str(runner.dtype).removeprefix("torch.")
+
+
+def _draft_runner(draft: DraftArg, target: ModelRunner) -> ModelRunner:
+    """The in-process draft model: a runner as given, or loaded by name in the target's dtype."""
+    if isinstance(draft, ModelRunner):
+        return draft
+    if isinstance(draft, str):
+        from seed_tot.models.loading import load_model
+
+        return load_model(draft, dtype=target.dtype, device=str(target.device))
+    if hasattr(draft, "load"):  # a SEED draft source
+        return draft.load()
+    raise ConfigError(f"Cannot use {draft!r} as a draft model: pass a model name or a loaded ModelRunner.")
+
+
+def _serial_speculative(method: str, target: ModelRunner, draft: ModelRunner, options: dict) -> Executor:
+    from seed_tot.scheduling.serial import mcsd_executor
+
+    _check_options(method, options, {"k", "k_config"})
+    k_config = _k_config(dict(options), (2, 2, 1) if method == "mcsd" else (1,) * 4)
+    executor = mcsd_executor(draft, target, k_config)
+    if method == "sd" and set(k_config) == {1}:
+        executor.name = f"sd(k={len(k_config)})"
+    return executor
+
+
+def _seed(method: str, target: ModelRunner, draft: DraftArg, options: dict) -> Executor:
+    from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
+    from seed_tot.scheduling.worker import NamedDraft
+
+    fields = {f.name for f in dataclasses.fields(SeedOptions)}
+    _check_options(method, options, (fields - {"k_config"}) | {"k", "k_config", "num_workers"})
+    options = dict(options)
+    num_workers = options.pop("num_workers", 3)
+    k_config = _k_config(options, (2, 2, 1) if method == "seed-mcsd" else (1, 1, 1))
+    if isinstance(draft, ModelRunner):
+        # Workers load their own copy by the name the runner was loaded with.
+        draft = NamedDraft(draft.name, dtype=_dtype_name(draft), device=str(draft.device))
+    return SeedExecutor(target, draft, num_workers=num_workers, name=method, k_config=k_config, **options)
+
+
+def _serial_decoder(method: str, target: ModelRunner, options: dict) -> Executor:
+    import importlib
+
+    from seed_tot.scheduling.serial import SerialExecutor
+
+    module_name, function_name = SERIAL_DECODERS[method]
+    decode: Callable = getattr(importlib.import_module(module_name), function_name)
+    parameters = list(inspect.signature(decode).parameters)
+    # (target, prompt_ids, config, seed, **settings): the settings are the options
+    _check_options(method, options, set(parameters[4:]))
+
+    def decode_request(prompt_ids, config, seed):
+        return decode(target, prompt_ids, config, seed, **options)
+
+    return SerialExecutor(method, decode_request, target.decode)

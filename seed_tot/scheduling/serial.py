@@ -1,0 +1,88 @@
+"""Serial executors: the requests of a batch run one after another through one decoder (AR, SD, MCSD)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from seed_tot.config import DecodeConfig, parse_k_config
+from seed_tot.decoding.autoregressive import autoregressive_decode
+from seed_tot.decoding.output import DecodeOutput
+from seed_tot.decoding.speculative import speculative_decode
+from seed_tot.errors import ConfigError
+from seed_tot.models.loading import check_pair
+from seed_tot.runtime import ModelRunner
+from seed_tot.scheduling.requests import GenerationRequest, GenerationResult
+
+DecodeFn = Callable[[list[int], DecodeConfig, int], DecodeOutput]
+
+
+class SerialExecutor:
+    """Runs each request with `decode_fn(prompt_ids, config, seed)`; text = `detokenize(token_ids)`."""
+
+    def __init__(self, name: str, decode_fn: DecodeFn, detokenize: Callable[[list[int]], str]):
+        self.name = name
+        self.decode_fn = decode_fn
+        self.detokenize = detokenize
+
+    def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        results = []
+        for request in requests:
+            started = time.perf_counter()
+            out = self.decode_fn(request.prompt_ids, request.config, request.seed)
+            out.stats.wall_seconds = time.perf_counter() - started
+            results.append(
+                GenerationResult(
+                    request_id=request.request_id,
+                    token_ids=out.token_ids,
+                    text=self.detokenize(out.token_ids),
+                    finish_reason=out.finish_reason,
+                    stats=out.stats,
+                )
+            )
+        return results
+
+    def close(self) -> None:
+        return None
+
+
+def ar_executor(target: ModelRunner) -> SerialExecutor:
+    def decode(prompt_ids: list[int], config: DecodeConfig, seed: int) -> DecodeOutput:
+        return autoregressive_decode(target, prompt_ids, config, seed)
+
+    return SerialExecutor("ar", decode, target.decode)
+
+
+def mcsd_executor(draft: ModelRunner, target: ModelRunner, k_config: tuple[int, ...] | str = (2, 2, 1)) -> SerialExecutor:
+    check_pair(draft, target)
+    shape = parse_k_config(k_config)
+
+    def decode(prompt_ids: list[int], config: DecodeConfig, seed: int) -> DecodeOutput:
+        return speculative_decode(draft, target, prompt_ids, config, shape, seed)
+
+    return SerialExecutor(f"mcsd{shape}", decode, target.decode)
+
+
+def sd_executor(draft: ModelRunner, target: ModelRunner, k: int = 4) -> SerialExecutor:
+    if k < 1:
+        raise ConfigError(f"Bad draft length k={k}: give a positive number of draft tokens.")
+    executor = mcsd_executor(draft, target, (1,) * k)
+    executor.name = f"sd(k={k})"
+    return executor
+
+
+def serial_executor(
+    kind: str,
+    target: ModelRunner,
+    draft: ModelRunner | None = None,
+    k: int = 4,
+    k_config: tuple[int, ...] | str = (2, 2, 1),
+) -> SerialExecutor:
+    """Build the serial executor named `kind`: "ar", "sd" (k draft tokens) or "mcsd" (k_config)."""
+    if kind == "ar":
+        return ar_executor(target)
+    if kind not in ("sd", "mcsd"):
+        raise ConfigError(f"Unknown serial executor {kind!r}: use ar, sd or mcsd.")
+    if draft is None:
+        raise ConfigError(f"The {kind} executor needs a draft model: pass --draft (a model of the target's family).")
+    return sd_executor(draft, target, k) if kind == "sd" else mcsd_executor(draft, target, k_config)
