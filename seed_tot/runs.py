@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
@@ -28,6 +28,7 @@ class ProblemRecord:
     draft_forwards: int
     parse_failures: int
     trace_path: str
+    extra: dict = field(default_factory=dict)  # task-specific scores, e.g. coherency
 
 
 def select_problems(problems: list, start: int = 0, limit: int | None = None, ids: tuple[str, ...] = ()) -> list:

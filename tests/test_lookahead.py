@@ -7,11 +7,13 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.lookahead import (
     LookaheadWindow,
     NGramPool,
+    NGramPoolDrafter,
     build_trie,
     greedy_trie_walk,
     lookahead_decode,
     window_parents,
 )
+from seed_tot.decoding.speculative import speculative_decode_with
 from seed_tot.errors import ConfigError
 from seed_tot.runtime import tree_attention_mask, tree_position_ids
 from test_jacobi import check_equal_to_reference, prompt_cases, reference_greedy, with_eos
@@ -109,3 +111,47 @@ def test_lookahead_refuses_sampling_and_bad_settings(tiny_pair):
         lookahead_decode(tiny_pair[1], [1, 2], DecodeConfig(temperature=1.0))
     with pytest.raises(ConfigError, match="N >= 2"):
         lookahead_decode(tiny_pair[1], [1, 2], DecodeConfig(), ngram=1)
+
+
+@pytest.mark.parametrize("with_model", [False, True])
+def test_ngram_drafter_through_the_speculative_verify_path_equals_greedy(tiny_pair, with_model):
+    draft, target = tiny_pair
+    cases = prompt_cases(12, seed=23) + [(list(b"abcabcabcabcabc"), 48), (list(b"1 2 3 1 2 3 1 2 3 "), 48)]
+    accepted = 0
+    for prompt, budget in cases:
+        config = DecodeConfig(max_new_tokens=budget)
+        drafter = NGramPoolDrafter(target.vocab_size, ngram=4, candidates=4, model=draft if with_model else None, window=4)
+        out = speculative_decode_with(drafter, target, prompt, config)
+        assert out.token_ids == reference_greedy(target, prompt, config)[0]
+        accepted += out.stats.draft_tokens_accepted
+        assert (out.stats.draft_forwards > 0) == with_model
+    assert accepted > 0
+
+
+def test_ngram_drafter_sampling_keeps_the_target_distribution():
+    """First sampled token through the real verify path, drafts = 3 distinct one-hot siblings."""
+    from collections import Counter
+
+    from scipy.stats import chisquare
+
+    from seed_tot.decoding.sampling import probabilities
+    from seed_tot.models.tiny import build_tiny_pair
+    from seed_tot.runtime import ModelRunner
+
+    _, model, _ = build_tiny_pair(seed=0, vocab_size=8)
+    target = ModelRunner(model, None, "target-v8")
+    prompt = [1, 2, 0, 1, 3, 0, 1, 4, 0, 1]  # the pool offers 2, 3 and 4 after the pending token 1
+    config = DecodeConfig(max_new_tokens=1, temperature=1.0)
+    drafter = NGramPoolDrafter(8, ngram=3, candidates=3)
+    assert sorted(drafter.propose(prompt[:-1], prompt[-1], 1).tokens) == [2, 3, 4]
+    generator = torch.Generator().manual_seed(7)
+    samples = 3000
+    counts = Counter(
+        speculative_decode_with(NGramPoolDrafter(8, ngram=3, candidates=3), target, prompt, config, generator=generator).token_ids[0]
+        for _ in range(samples)
+    )
+    p = probabilities(target.forward(torch.tensor([prompt]))[0, -1], 1.0)
+    observed = [counts.get(t, 0) for t in range(8)]
+    expected = [float(p[t]) * samples for t in range(8)]
+    scale = sum(observed) / sum(expected)
+    assert chisquare(observed, [e * scale for e in expected]).pvalue > 1e-3

@@ -444,3 +444,20 @@ def test_check_pair_refuses_different_tokenizers(tiny_pair):
     assert "tiny-draft" in message and "odd-target" in message
     assert one_sentence(message), message
     assert isinstance(info.value, SeedTotError)
+
+
+# ----------------------------------------------------------------------------- real models (opt-in)
+
+
+@pytest.mark.skipif(os.environ.get("SEED_TOT_REAL_MODELS") != "1",
+                    reason="set SEED_TOT_REAL_MODELS=1 after `seed-tot models pull`")
+def test_default_pair_loads_from_the_cache_and_shares_one_tokenizer():
+    draft = load_model("default-draft")
+    target = load_model("default-target")
+    check_pair(draft, target)
+    assert draft.vocab_size == target.vocab_size
+    assert draft.dtype == target.dtype
+    prompt = draft.encode("def add(a, b):")
+    assert prompt == target.encode("def add(a, b):")
+    logits, _ = target.prefill(prompt)
+    assert torch.isfinite(logits).all()

@@ -1,4 +1,5 @@
 import pytest
+from conftest import requires_real_models
 from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, PROBLEM, TOKENIZER, idea_reply, make_task, value_of
 
@@ -163,3 +164,25 @@ def test_solve_turns_bad_options_into_one_clear_error():
     result = solve(make_task(2), PROBLEM, ScriptedExecutor(TOKENIZER, idea_reply), TOKENIZER, search="mcts",
                    n_thoughts=2, iterations=2)
     assert result.search == "mcts" and result.tree.root.info["visits"] == 2
+
+
+@requires_real_models
+def test_bfs_on_gsm8k_with_the_real_target():
+    """Opt-in: the default target writes thoughts and ratings the GSM8K task can mostly read."""
+    from seed_tot.api import solve
+    from seed_tot.config import DecodeConfig
+    from seed_tot.models import load_model
+    from seed_tot.scheduling.batched import BatchedARExecutor
+    from tasks import get_task
+
+    target = load_model("default-target")
+    task = get_task("gsm8k")
+    problem = task.load()[0]
+    result = solve(
+        task, problem, BatchedARExecutor(target), target, search="bfs", n_thoughts=3, depth=2,
+        thought_decode=DecodeConfig(max_new_tokens=64, temperature=0.7),
+        value_decode=DecodeConfig(max_new_tokens=16),
+    )
+    rated = [n for n in result.tree.nodes() if n.kind != "root"]
+    assert len(rated) == 6 and all(n.thought for n in rated)
+    assert result.metrics.parse_failures <= len(rated) // 2

@@ -76,7 +76,10 @@ def download_wheel(package: str, version: str, dest: Path) -> Path:
     result = subprocess.run(command, capture_output=True, text=True)
     wheel = find_wheel(dest, package, version)
     if result.returncode != 0 or wheel is None:
-        reason = _last_line(result.stderr or result.stdout) or f"pip exited with code {result.returncode}"
+        output = result.stderr or result.stdout
+        if "No space left on device" in output:
+            raise OSError(errno.ENOSPC, f"pip download of {package}: {_last_line(output)}")
+        reason = _last_line(output).rstrip(".").replace(". ", "; ") or f"pip exited with code {result.returncode}"
         raise RegistryUnreachableError(
             f"Could not download {package}=={version} with pip ({reason}): no package registry seems "
             "reachable, so check the network, proxy settings (HTTPS_PROXY) and pip configuration "

@@ -329,11 +329,26 @@ class SeedExecutor:
         except (EOFError, OSError):
             pass
         if not messages and not worker.process.is_alive():
-            worker.process.join(1.0)
-            code = worker.process.exitcode
-            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-            raise WorkerError(f"Draft worker {worker.index} (pid {worker.process.pid}) {how}; SEED run aborted.")
+            raise self._death_error(worker)
         return messages
+
+    def _send(self, worker: _WorkerHandle, message) -> None:
+        try:
+            worker.conn.send(message)
+        except (OSError, ValueError):
+            raise self._death_error(worker) from None
+
+    @staticmethod
+    def _death_error(worker: _WorkerHandle) -> WorkerError:
+        worker.process.join(2.0)
+        code = worker.process.exitcode
+        if code is None:
+            how = "stopped answering (its pipe is closed)"
+        elif code < 0:
+            how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        return WorkerError(f"Draft worker {worker.index} (pid {worker.process.pid}) {how}; the SEED run was aborted.")
 
     # -- the run
 
@@ -407,7 +422,8 @@ class _Run:
         state = self.states[self.todo.popleft()]
         state.worker, worker.request, state.started_at = worker.index, state.index, time.perf_counter()
         cfg = state.request.config
-        worker.conn.send(
+        self.ex._send(
+            worker,
             Start(state.index, list(state.request.prompt_ids), self._k_config_for(state), cfg.temperature, cfg.top_p, state.request.seed)
         )
         self._prefill(state)  # overlaps with the worker's first draft
@@ -492,7 +508,7 @@ class _Run:
             self.events.append(Event(ended, "accepted", draft.worker, draft.request, len(verdict.accepted_nodes)))
         for draft, verdict in zip(batch, verdicts):
             worker = self.ex._pool.workers[draft.worker]
-            worker.conn.send(verdict)
+            self.ex._send(worker, verdict)
             if verdict.done:
                 self._assign(worker)
 

@@ -1,0 +1,179 @@
+"""Benchmark the inner (per-node) decoders on the real default target, greedy, GSM8K prompts.
+
+Part 1: AR vs lookahead vs Jacobi on the same chat-template GSM8K prompts (tokens/s, target
+forwards per token, agreement with AR). Methods run one after another per prompt, so the
+ratios are measured side by side on this shared machine.
+Part 2: FastCoT (several caps from one Jacobi trajectory, plus the convergence check) vs AR
+chain of thought: accuracy and wall time.
+
+    python scripts/bench_inner.py --prompts 4 --max-new-tokens 128 --fastcot-problems 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from seed_tot.commands.fastcot import (  # noqa: E402
+    compare_fastcot_with_ar,
+    cot_prompt_ids,
+    format_table,
+    gsm8k_problems,
+    write_json_atomically,
+)
+from seed_tot.config import DecodeConfig  # noqa: E402
+from seed_tot.decoding.autoregressive import autoregressive_decode  # noqa: E402
+from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_decode  # noqa: E402
+from seed_tot.decoding.jacobi import jacobi_decode  # noqa: E402
+from seed_tot.decoding.lookahead import lookahead_decode  # noqa: E402
+from seed_tot.models import load_model  # noqa: E402
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="default-target")
+    parser.add_argument("--tiny", action="store_true", help="tiny in-process model (smoke run)")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--prompts", type=int, default=4, help="GSM8K prompts for part 1 (0 skips it)")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--lookahead", default="4,3,4;7,4,7", help="W,N,G settings separated by ';'")
+    parser.add_argument("--jacobi-blocks", default="4,8")
+    parser.add_argument("--fastcot-problems", type=int, default=8, help="GSM8K problems for part 2 (0 skips it)")
+    parser.add_argument("--fastcot-offset", type=int, default=0, help="skip this many problems first")
+    parser.add_argument("--fastcot-window", type=int, default=8)
+    parser.add_argument("--fastcot-caps", default="8,16,32")
+    parser.add_argument("--check-every", type=int, default=4, help="convergence-check interval (0: off)")
+    parser.add_argument("--check-answer-tokens", type=int, default=6)
+    parser.add_argument("--cot-max-tokens", type=int, default=256)
+    parser.add_argument("--max-answer-tokens", type=int, default=16)
+    parser.add_argument("--output", default="bench_inner.json")
+    return parser.parse_args()
+
+
+def top2_gap(target, context: list[int]) -> float:
+    """Logit gap between the two most likely next tokens (small = a near-tie)."""
+    logits = target.forward(torch.tensor([context]), logits_to_keep=1)[0, -1]
+    top = logits.topk(2).values
+    return float(top[0] - top[1])
+
+
+def agreement(target, prompt: list[int], reference: list[int], tokens: list[int]) -> dict:
+    """How far a decoder's greedy output agrees with AR; at a divergence, AR's top-2 logit gap there."""
+    same = 0
+    while same < min(len(reference), len(tokens)) and reference[same] == tokens[same]:
+        same += 1
+    identical = tokens == reference
+    row = {"identical": identical, "agree_prefix": same}
+    if not identical and same < min(len(reference), len(tokens)):
+        row["top2_gap_at_divergence"] = top2_gap(target, prompt + reference[:same])
+    return row
+
+
+def run_inner(target, problems, args) -> list[dict]:
+    config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+    methods = [("AR", lambda p: autoregressive_decode(target, p, config))]
+    for setting in args.lookahead.split(";"):
+        w, n, g = (int(x) for x in setting.split(","))
+        methods.append((f"lookahead W={w} N={n} G={g}", lambda p, w=w, n=n, g=g: lookahead_decode(
+            target, p, config, window=w, ngram=n, candidates=g)))
+    for block in (int(b) for b in args.jacobi_blocks.split(",") if b):
+        methods.append((f"Jacobi block={block}", lambda p, b=block: jacobi_decode(target, p, config, block_size=b)))
+    rows = []
+    for index, problem in enumerate(problems):
+        prompt = cot_prompt_ids(target, problem.question)
+        reference = None
+        for name, decode in methods:
+            out = decode(prompt)
+            if reference is None:
+                reference = out.token_ids
+            row = {"prompt": index, "method": name, **out.stats.as_dict()}
+            row.update(agreement(target, prompt, reference, out.token_ids))
+            rows.append(row)
+            print(f"  prompt {index} {name}: {out.stats.new_tokens} tokens, {out.stats.wall_seconds:.1f} s, "
+                  f"{out.stats.target_forwards} forwards, identical={row['identical']}", file=sys.stderr)
+    return rows
+
+
+def summarise_inner(rows: list[dict]) -> str:
+    lines = ["| method | tokens | wall s | tokens/s | speed vs AR | target forwards / token | identical to AR |",
+             "|---|---|---|---|---|---|---|"]
+    names = list(dict.fromkeys(r["method"] for r in rows))
+    totals = {}
+    for name in names:
+        mine = [r for r in rows if r["method"] == name]
+        tokens = sum(r["new_tokens"] for r in mine)
+        wall = sum(r["wall_seconds"] for r in mine)
+        forwards = sum(r["target_forwards"] for r in mine)
+        totals[name] = (tokens, wall, forwards, sum(r["identical"] for r in mine), len(mine))
+    ar_rate = totals["AR"][0] / totals["AR"][1]
+    for name, (tokens, wall, forwards, identical, count) in totals.items():
+        rate = tokens / wall
+        lines.append(f"| {name} | {tokens} | {wall:.1f} | {rate:.2f} | {rate / ar_rate:.2f}x | "
+                     f"{forwards / tokens:.3f} | {identical}/{count} |")
+    return "\n".join(lines)
+
+
+def run_convergence(target, problems, task, args) -> dict:
+    """FastCoT with the per-instance convergence check, capped at the largest cap."""
+    from tasks.gsm8k import extract_number_answer
+
+    config = DecodeConfig(max_new_tokens=args.cot_max_tokens)
+    cap = max(int(c) for c in args.fastcot_caps.split(","))
+    correct, wall, iterations, converged = 0, 0.0, 0, 0
+    for problem in problems:
+        out = fastcot_decode(
+            target, cot_prompt_ids(target, problem.question), config, window=args.fastcot_window,
+            max_iterations=cap, trigger=DEFAULT_TRIGGER, max_answer_tokens=args.max_answer_tokens,
+            check_every=args.check_every, check_answer_tokens=args.check_answer_tokens,
+            init_ids=target.encode(problem.question),
+        )
+        answer = extract_number_answer(target.decode(out.trigger_ids + out.answer_ids))
+        correct += int(task.score(problem, answer))
+        wall += out.stats.wall_seconds
+        iterations += out.iterations
+        converged += out.stopped_by == "converged"
+    count = max(len(problems), 1)
+    return {"check_every": args.check_every, "cap": cap, "accuracy": correct / count,
+            "mean_wall_seconds": wall / count, "mean_iterations": iterations / count, "converged": converged}
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    target = load_model("tiny-target" if args.tiny else args.model, dtype="float32" if args.tiny else args.dtype)
+    task, problems = gsm8k_problems(None, args.fastcot_offset + max(args.prompts, args.fastcot_problems))
+    report: dict = {"args": vars(args), "model": target.name, "dtype": str(target.dtype)}
+    started = time.perf_counter()
+    if args.prompts:
+        rows = run_inner(target, problems[: args.prompts], args)
+        report["inner"] = rows
+        table = summarise_inner(rows)
+        report["inner_table"] = table
+        print(table)
+    if args.fastcot_problems:
+        subset = problems[args.fastcot_offset : args.fastcot_offset + args.fastcot_problems]
+        caps = [int(c) for c in args.fastcot_caps.split(",")]
+        fast = compare_fastcot_with_ar(
+            target, subset, task, caps, args.fastcot_window, args.cot_max_tokens, args.max_answer_tokens,
+            DEFAULT_TRIGGER, progress=lambda done, total: print(f"  FastCoT {done}/{total}", file=sys.stderr),
+        )
+        report["fastcot"] = fast
+        print(format_table(fast))
+        if args.check_every:
+            report["fastcot_convergence"] = run_convergence(target, subset, task, args)
+            print("convergence check:", json.dumps(report["fastcot_convergence"]))
+    report["wall_seconds"] = time.perf_counter() - started
+    write_json_atomically(Path(args.output), report)
+    print(f"wrote {args.output} ({report['wall_seconds']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Options shared by the task commands (and `bench`): models, method, search, decoding, data, output."""
+
+from __future__ import annotations
+
+import click
+
+from seed_tot.scheduling.factory import METHODS
+
+DEFAULT_METHOD = "batched-sd"
+
+
+def _apply(f, options):
+    """Apply click options so that --help lists them in the order written."""
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def model_options(f):
+    return _apply(f, [
+        click.option("--target", default="default-target", show_default=True, help="Target model: alias, local directory, .gguf file or hub id."),
+        click.option("--draft", default="default-draft", show_default=True, help="Draft model for speculative methods (same tokenizer family as the target)."),
+        click.option("--tiny", is_flag=True, help="Use the tiny in-process random-weight pair (seconds; for smoke tests, answers are gibberish)."),
+        click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:1 ... or auto."),
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto", show_default=True, help="auto: bfloat16 on CUDA or a bf16-capable CPU, else float32."),
+        click.option("--threads", type=int, default=None, help="torch threads for the target (default: all cores)."),
+    ])
+
+def method_options(f):
+    return _apply(f, [
+        click.option("--method", type=click.Choice(METHODS), default=DEFAULT_METHOD, show_default=True, help="Executor for every tree expansion: ar (plain), sd/mcsd (serial speculative), batched (batched AR), batched-sd/batched-mcsd (speculative batched across the n requests), seed/seed-mcsd (SEED: draft processes + FCFS verify queue), lookahead/jacobi/fastcot (inner per-node decoders)."),
+        click.option("--k-config", "k_config", default=None, help="Draft token-tree shape, e.g. 2,2,1 (candidates per position); 1,1,1 = plain 3-token draft."),
+        click.option("--k", "k", type=int, default=None, help="Draft length for a plain chain draft (same as --k-config 1,1,...,1)."),
+        click.option("--workers", type=int, default=None, help="SEED draft processes (default: n thoughts)."),
+    ])
+
+def search_options(f):
+    return _apply(f, [
+        click.option("--search", type=click.Choice(["bfs", "mcts"]), default="bfs", show_default=True, help="Tree search algorithm."),
+        click.option("--thoughts", "n_thoughts", type=int, default=3, show_default=True, help="Thoughts generated per expanded state (n)."),
+        click.option("--breadth", type=int, default=1, show_default=True, help="BFS: states kept per step (b)."),
+        click.option("--depth", type=int, default=None, help="Steps T (default: the task's paper setting)."),
+        click.option("--iterations", type=int, default=10, show_default=True, help="MCTS: iterations."),
+        click.option("--exploration-weight", type=float, default=1.0, show_default=True, help="MCTS: UCT exploration weight."),
+        click.option("--output-strategy", type=click.Choice(["max_reward", "most_visited"]), default="max_reward", show_default=True, help="MCTS: how the answer node is chosen."),
+    ])
+
+def decode_options(f):
+    return _apply(f, [
+        click.option("--temperature", type=float, default=1.0, show_default=True, help="Thought sampling temperature (0 = greedy)."),
+        click.option("--top-p", type=float, default=1.0, show_default=True, help="Nucleus sampling mass for thoughts."),
+        click.option("--max-new-tokens", type=int, default=128, show_default=True, help="New tokens per thought."),
+        click.option("--value-max-new-tokens", type=int, default=128, show_default=True, help="New tokens per State Evaluator reply (greedy)."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Run seed; every request's seed derives from it."),
+    ])
+
+def data_options(f):
+    return _apply(f, [
+        click.option("--data", "data_path", type=click.Path(dir_okay=False), default=None, help="Data file (default: the vendored data set)."),
+        click.option("--limit", type=int, default=None, help="Number of problems (default: all)."),
+        click.option("--start", type=int, default=0, show_default=True, help="Index of the first problem."),
+        click.option("--ids", default=None, help="Comma-separated problem ids (overrides --start/--limit)."),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Output directory (default: runs/<task>-<method>)."),
+        click.option("--resume", is_flag=True, help="Continue a run in --out: skip problems already in results.jsonl."),
+    ])

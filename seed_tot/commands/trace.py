@@ -1,0 +1,53 @@
+"""`seed-tot trace show|plot FILE`: read a trace back as text or pictures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from seed_tot.trace import load_trace
+
+
+@click.group()
+def trace() -> None:
+    """Inspect a trace JSON file written by a task run."""
+
+
+@trace.command("show")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--width", default=90, show_default=True, help="Characters of each thought to show.")
+def show(file: str, width: int) -> None:
+    """Print the tree (depth, values, chosen path marked '*') and the run statistics."""
+    from seed_tot.trace_view import render_text
+
+    click.echo(render_text(load_trace(file), width=width))
+
+
+@trace.command("plot")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Directory for the PNGs (default: beside FILE).")
+def plot(file: str, out_dir: str | None) -> None:
+    """Render the tree as a PNG, and the scheduler Gantt chart and target utilization when recorded."""
+    from seed_tot.plots import plot_schedule, plot_target_utilization
+    from seed_tot.scheduling.events import Event
+    from seed_tot.trace_view import plot_tree
+
+    loaded = load_trace(file)
+    base = Path(out_dir) if out_dir else Path(file).parent
+    stem = Path(file).stem
+    written = [plot_tree(loaded, base / f"{stem}.tree.png")]
+    events, offset = [], 0.0
+    for batch in loaded.batches:
+        if not batch.events:
+            continue
+        batch_events = [Event(**{**e, "time": e["time"] + offset}) for e in batch.events]
+        events.extend(batch_events)
+        offset = max(e.time for e in batch_events) + 0.05
+    if events:
+        written.append(plot_schedule(events, base / f"{stem}.schedule.png"))
+        written.append(plot_target_utilization(events, base / f"{stem}.utilization.png"))
+    else:
+        click.echo("no scheduler events in this trace (run with --method seed to record them)")
+    for path in written:
+        click.echo(f"wrote {path}")

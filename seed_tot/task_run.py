@@ -1,0 +1,247 @@
+"""One task run from the CLI: check the settings, load models, search every problem, keep
+every finished problem (results.jsonl + one trace each), print a summary."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import torch
+from tqdm import tqdm
+
+from seed_tot.config import DecodeConfig, parse_k_config
+from seed_tot.errors import ConfigError, SeedTotError
+from seed_tot.runs import ProblemRecord, append_record, finished_ids, load_records, select_problems, summarize
+from seed_tot.scheduling.progress import ProgressExecutor
+from seed_tot.scheduling.requests import GenerationRequest
+
+
+@dataclass
+class TaskRunOptions:
+    target: str
+    draft: str
+    tiny: bool
+    device: str
+    dtype: str
+    threads: int | None
+    method: str
+    k_config: str | None
+    k: int | None
+    workers: int | None
+    search: str
+    n_thoughts: int
+    breadth: int
+    depth: int | None
+    iterations: int
+    exploration_weight: float
+    output_strategy: str
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+    value_max_new_tokens: int
+    seed: int
+    data_path: str | None
+    limit: int | None
+    start: int
+    ids: str | None
+    out_dir: str | None
+    resume: bool
+
+
+def executor_options(opts: TaskRunOptions) -> dict:
+    """Method settings for make_executor, validated before any model loads."""
+    from seed_tot.scheduling.factory import NEEDS_DRAFT
+
+    options: dict = {}
+    if opts.k_config is not None and opts.k is not None:
+        raise ConfigError("Give either --k or --k-config, not both: --k 4 means --k-config 1,1,1,1.")
+    if opts.k_config is not None:
+        options["k_config"] = parse_k_config(opts.k_config)
+    if opts.k is not None:
+        if opts.k < 1:
+            raise ConfigError(f"Bad --k {opts.k}: give a positive number of draft tokens.")
+        options["k"] = opts.k
+    if options and opts.method not in NEEDS_DRAFT:
+        raise ConfigError(f"--k/--k-config apply to speculative methods, not to --method {opts.method}.")
+    if opts.method.startswith("seed"):
+        options["num_workers"] = opts.workers or opts.n_thoughts
+    elif opts.workers is not None:
+        raise ConfigError(f"--workers applies to --method seed or seed-mcsd, not to --method {opts.method}.")
+    return options
+
+
+def search_settings(opts: TaskRunOptions) -> dict:
+    settings = {
+        "n_thoughts": opts.n_thoughts,
+        "depth": opts.depth,
+        "seed": opts.seed,
+        "thought_decode": DecodeConfig(
+            max_new_tokens=opts.max_new_tokens, temperature=opts.temperature, top_p=opts.top_p
+        ),
+        "value_decode": DecodeConfig(max_new_tokens=opts.value_max_new_tokens, temperature=0.0),
+    }
+    if opts.search == "bfs":
+        settings["breadth"] = opts.breadth
+    else:
+        settings.update(
+            iterations=opts.iterations,
+            exploration_weight=opts.exploration_weight,
+            output_strategy=opts.output_strategy,
+        )
+    return settings
+
+
+def _check_numbers(opts: TaskRunOptions) -> None:
+    for name, value in [("--thoughts", opts.n_thoughts), ("--breadth", opts.breadth), ("--iterations", opts.iterations),
+                        ("--max-new-tokens", opts.max_new_tokens), ("--value-max-new-tokens", opts.value_max_new_tokens)]:
+        if value < 1:
+            raise ConfigError(f"{name} must be at least 1 (got {value}).")
+    if opts.depth is not None and opts.depth < 1:
+        raise ConfigError(f"--depth must be at least 1 (got {opts.depth}).")
+    if opts.limit is not None and opts.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (got {opts.limit}).")
+    if opts.temperature < 0:
+        raise ConfigError(f"--temperature must be 0 (greedy) or positive (got {opts.temperature}).")
+    if not 0 < opts.top_p <= 1:
+        raise ConfigError(f"--top-p must be in (0, 1] (got {opts.top_p}).")
+
+
+def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
+    out = Path(opts.out_dir) if opts.out_dir else Path("runs") / f"{task_name}-{opts.method}"
+    results = out / "results.jsonl"
+    if results.is_file() and results.stat().st_size > 0 and not opts.resume:
+        raise SeedTotError(
+            f"{results} already holds results: pass --resume to continue that run, or choose another --out."
+        )
+    return out
+
+
+def load_models(opts: TaskRunOptions):
+    from seed_tot.models.loading import check_pair, load_model
+    from seed_tot.scheduling.factory import NEEDS_DRAFT
+
+    target_name, draft_name = ("tiny-target", "tiny-draft") if opts.tiny else (opts.target, opts.draft)
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    target = load_model(target_name, dtype=opts.dtype, device=opts.device)
+    draft = None
+    if opts.method in NEEDS_DRAFT:
+        draft = load_model(draft_name, dtype=target.dtype, device=opts.device)
+        check_pair(draft, target)
+    return target, draft
+
+
+def judge(task, executor, formatter, passage: str, seed: int) -> dict:
+    """Creative Writing's 1-10 coherency judge, run by the target through the same executor."""
+    if not hasattr(task, "judge_prompt") or not passage:
+        return {}
+    request = GenerationRequest(
+        prompt_ids=formatter.encode(task.judge_prompt(passage)),
+        config=DecodeConfig(max_new_tokens=128, temperature=0.0),
+        seed=seed,
+        request_id="judge",
+    )
+    reply = executor.run([request])[0]
+    return {"coherency": task.parse_judge(reply.text), "coherency_reply": reply.text}
+
+
+def _record(task_name, opts, result, trace_path, extra) -> ProblemRecord:
+    m = result.metrics
+    return ProblemRecord(
+        problem_id=result.problem.id,
+        method=opts.method,
+        answer=result.answer,
+        gold=str(result.problem.gold),
+        score=float(result.score or 0.0),
+        correct=bool(result.correct),
+        new_tokens=m.new_tokens,
+        wall_seconds=m.wall_seconds,
+        tokens_per_second=m.tokens_per_second or 0.0,
+        acceptance_rate=m.acceptance_rate,
+        target_forwards=m.target_forwards,
+        draft_forwards=m.draft_forwards,
+        parse_failures=m.parse_failures,
+        trace_path=str(trace_path),
+        extra=extra,
+    )
+
+
+def print_summary(records: list[ProblemRecord], out: Path) -> None:
+    s = summarize(records)
+    if not s["problems"]:
+        click.echo("no problem finished")
+        return
+    rate = "n/a" if s["acceptance_rate"] is None else f"{s['acceptance_rate']:.1%}"
+    click.echo("")
+    click.echo("| problems | accuracy | score | tokens | wall s | tokens/s | acceptance | parse failures |")
+    click.echo("|---|---|---|---|---|---|---|---|")
+    click.echo(
+        f"| {s['problems']} | {s['accuracy']:.1%} | {s['score']:.3f} | {s['new_tokens']} | {s['wall_seconds']:.1f} "
+        f"| {s['tokens_per_second']:.2f} | {rate} | {s['parse_failures']} |"
+    )
+    click.echo(f"results: {out / 'results.jsonl'}")
+
+
+def run_task(task_name: str, opts: TaskRunOptions) -> None:
+    from seed_tot.api import solve, to_trace
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.factory import make_executor
+    from seed_tot.search import search_class
+    from seed_tot.trace import write_trace
+    from tasks import get_task
+
+    _check_numbers(opts)
+    method_settings = executor_options(opts)
+    search_cls = search_class(opts.search)
+    try:
+        search_config = search_cls.config_class(**search_settings(opts))
+    except ValueError as exc:
+        raise ConfigError(f"Bad search settings: {str(exc).splitlines()[-1]}.") from None
+    task = get_task(task_name)
+    ids = tuple(i.strip() for i in opts.ids.split(",") if i.strip()) if opts.ids else ()
+    problems = select_problems(task.load(opts.data_path), opts.start, opts.limit, ids)
+    out = output_dir(task_name, opts)
+    done = finished_ids(out / "results.jsonl") if opts.resume else set()
+    todo = [p for p in problems if p.id not in done]
+    if done:
+        click.echo(f"resuming: {len(problems) - len(todo)} of {len(problems)} problems already done")
+
+    target, draft = load_models(opts)
+    executor = make_executor(opts.method, target, draft, **method_settings)
+    formatter = PromptFormatter(target.tokenizer)
+    models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
+    extra_config = {"method": opts.method, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
+    interrupted = False
+    problem_bar = tqdm(todo, desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
+    batch_bar = tqdm(desc="tree batches", unit="batch", file=sys.stderr, leave=False)
+    executor = ProgressExecutor(executor, batch_bar)
+    try:
+        for problem in problem_bar:
+            started = time.perf_counter()
+            batch_bar.reset()
+            result = solve(task, problem, executor, target.tokenizer, search=search_cls, config=search_config)
+            extra = judge(task, executor, formatter, result.answer or "", opts.seed) if task_name == "creative_writing" else {}
+            trace = to_trace(result, task, executor, models=models, extra_config=extra_config)
+            trace_path = write_trace(out / "traces" / f"{problem.id}.json", trace)
+            record = _record(task_name, opts, result, trace_path, extra)
+            append_record(out / "results.jsonl", record)
+            verdict = {True: "correct", False: "wrong", None: f"score {record.score:.2f}"}[result.correct]
+            tqdm.write(
+                f"[{problem.id}] answer={result.answer!r} gold={problem.gold!r} {verdict} | "
+                f"{record.new_tokens} tokens, {record.tokens_per_second:.2f} tokens/s, "
+                f"{time.perf_counter() - started:.1f} s | trace {trace_path}",
+                file=sys.stdout,
+            )
+    except KeyboardInterrupt:
+        interrupted = True
+        click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
+    finally:
+        batch_bar.close()
+        problem_bar.close()
+        executor.close()
+    print_summary(load_records(out / "results.jsonl"), out)
+    if interrupted:
+        sys.exit(130)
