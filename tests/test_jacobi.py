@@ -55,7 +55,7 @@ def check_equal_to_reference(decode, target, cases, **params):
 
 @pytest.mark.parametrize("block_size", [2, 4, 8])
 def test_jacobi_equals_greedy_on_many_prompts(tiny_pair, block_size):
-    check_equal_to_reference(jacobi_decode, tiny_pair[1], prompt_cases(32, seed=11), block_size=block_size)
+    check_equal_to_reference(jacobi_decode, tiny_pair[1], prompt_cases(30, seed=11), block_size=block_size)
 
 
 @pytest.mark.parametrize("block_size", [2, 4, 8])

@@ -18,13 +18,13 @@ from seed_tot.errors import ConfigError
 from seed_tot.runtime import tree_attention_mask, tree_position_ids
 from test_jacobi import check_equal_to_reference, prompt_cases, reference_greedy, with_eos
 
-SETTINGS = [(3, 3, 3), (5, 4, 5), (7, 5, 7), (4, 2, 2)]
+SETTINGS = [(3, 3, 3), (5, 4, 5), (7, 5, 7)]
 
 
-@pytest.mark.parametrize("window,ngram,candidates", SETTINGS)
-def test_lookahead_equals_greedy_on_many_prompts(tiny_pair, window, ngram, candidates):
+@pytest.mark.parametrize("window,ngram,candidates,prompts", [s + (30,) for s in SETTINGS] + [(4, 2, 2, 8), (2, 3, 0, 8)])
+def test_lookahead_equals_greedy_on_many_prompts(tiny_pair, window, ngram, candidates, prompts):
     check_equal_to_reference(
-        lookahead_decode, tiny_pair[1], prompt_cases(32, seed=21), window=window, ngram=ngram, candidates=candidates
+        lookahead_decode, tiny_pair[1], prompt_cases(prompts, seed=21), window=window, ngram=ngram, candidates=candidates
     )
 
 
@@ -42,7 +42,7 @@ def test_lookahead_equals_greedy_on_repetitive_text(tiny_pair, tiny_eager_pair, 
         assert out.stats.target_forwards < 64  # prefill + steps: fewer steps than tokens
 
 
-@pytest.mark.parametrize("window,ngram,candidates", SETTINGS[:3])
+@pytest.mark.parametrize("window,ngram,candidates", SETTINGS)
 def test_lookahead_stops_at_eos_and_stop_strings_like_greedy(tiny_pair, window, ngram, candidates):
     target = tiny_pair[1]
     params = dict(window=window, ngram=ngram, candidates=candidates)
@@ -145,7 +145,7 @@ def test_ngram_drafter_sampling_keeps_the_target_distribution():
     drafter = NGramPoolDrafter(8, ngram=3, candidates=3)
     assert sorted(drafter.propose(prompt[:-1], prompt[-1], 1).tokens) == [2, 3, 4]
     generator = torch.Generator().manual_seed(7)
-    samples = 3000
+    samples = 1200  # the multi-candidate rule itself is proven with 20,000 samples in test_distribution.py
     counts = Counter(
         speculative_decode_with(NGramPoolDrafter(8, ngram=3, candidates=3), target, prompt, config, generator=generator).token_ids[0]
         for _ in range(samples)

@@ -18,6 +18,8 @@ from seed_tot.decoding.verify import verify_tree
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.runtime import ModelRunner, cache_length
 
+from conftest import requires_real_models
+
 TOL = 1e-4
 
 
@@ -247,3 +249,58 @@ def test_drafter_resyncs_after_foreign_context(tiny_pair):
     tree = drafter.propose(other[:-1], other[-1], 8)
     expected = full_logits(draft, other)[-1].topk(2).indices.tolist()
     assert [tree.tokens[c] for c in tree.children(-1)] == expected
+
+
+# ---------------------------------------------------------------- opt-in: the real default pair
+
+REAL_QUESTIONS = [
+    "Janet's ducks lay 16 eggs per day. She eats three for breakfast and bakes muffins with four. "
+    "She sells the rest for $2 each. How much does she make every day?",
+    "A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?",
+    "Josh buys a house for $80,000 and puts in $50,000 in repairs. This increased the value of the house "
+    "by 150%. How much profit did he make?",
+    "James runs 3 sprints 3 times a week. He runs 60 meters each sprint. How many total meters does he run a week?",
+    "Write a Python function that returns the n-th Fibonacci number.",
+]
+NEAR_TIE = 0.5  # logits; bf16 spacing is 0.125 at |logit| in [16, 32)
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None
+
+
+@requires_real_models
+def test_real_pair_greedy_agrees_with_ar_except_at_near_ties():
+    """bf16 kernels differ between q_len 1 (AR) and q_len > 1 (tree verify): report agreement
+    and require that every divergence sits where the target's top-2 logits nearly tie."""
+    from seed_tot.models import load_pair
+
+    draft, target = load_pair("default-draft", "default-target")
+    config = DecodeConfig(max_new_tokens=32)
+    identical, runs, report = 0, 0, []
+    for question in REAL_QUESTIONS:
+        text = target.tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=False
+        )
+        prompt = target.encode(text)
+        reference = autoregressive_decode(target, prompt, config).token_ids
+        for k_config in [(1, 1, 1, 1), (2, 2, 1)]:
+            out = speculative_decode(draft, target, prompt, config, k_config).token_ids
+            runs += 1
+            at = first_divergence(reference, out)
+            if at is None:
+                assert out == reference
+                identical += 1
+                continue
+            logits = target.forward(torch.tensor([prompt + reference[:at]]), logits_to_keep=1)[0, -1]
+            top2 = logits.topk(2)
+            gap = float(top2.values[0] - top2.values[1])
+            report.append((k_config, at, gap))
+            assert {reference[at], out[at]} == set(top2.indices.tolist()), (k_config, at)
+            assert gap < NEAR_TIE, (k_config, at, gap)
+    print(f"real pair ({target.dtype}): {identical}/{runs} greedy outputs identical to AR; divergences {report}")
+    if target.dtype == torch.float32:
+        assert identical == runs

@@ -1,0 +1,3 @@
+from seed_tot.cli import main
+
+main()

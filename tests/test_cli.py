@@ -1,0 +1,103 @@
+"""End-to-end CLI runs in subprocesses on the tiny pair: exit codes, files written, resume."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from seed_tot.trace import load_trace
+
+SMALL = ["--tiny", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "6", "--value-max-new-tokens", "6"]
+
+
+def seed_tot(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "seed_tot", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize(
+    "command,method", [("gsm8k", "batched-sd"), ("creative-writing", "ar"), ("blocksworld", "sd")]
+)
+def test_task_command_writes_results_and_traces(tmp_path, command, method):
+    out = tmp_path / "run"
+    proc = seed_tot(command, *SMALL, "--method", method, "--limit", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    assert record["method"] == method and record["new_tokens"] > 0
+    trace = load_trace(record["trace_path"])
+    assert trace.problem_id == record["problem_id"] and len(trace.nodes) >= 3
+    assert "tokens/s" in proc.stdout and "trace" in proc.stdout
+
+
+def test_resume_skips_finished_problems(tmp_path):
+    out = tmp_path / "run"
+    first = seed_tot("gsm8k", *SMALL, "--method", "ar", "--limit", "1", "--out", str(out))
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = seed_tot("gsm8k", *SMALL, "--method", "ar", "--limit", "1", "--out", str(out))
+    assert again.returncode == 2 and "--resume" in again.stderr
+    resumed = seed_tot("gsm8k", *SMALL, "--method", "ar", "--limit", "2", "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ids = [json.loads(line)["problem_id"] for line in (out / "results.jsonl").read_text().splitlines()]
+    assert ids == ["gsm8k-1", "gsm8k-2"]
+    assert "1 of 2 problems already done" in resumed.stdout
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--k-config", "2,x"], "k_config"),
+        (["--k-config", "0,1"], "k_config"),
+        (["--method", "ar", "--k", "3"], "speculative methods"),
+        (["--target", "/no/such/model"], "does not exist"),
+        (["--data", "/no/such/file.jsonl"], ""),
+        (["--thoughts", "0"], "--thoughts"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
+    proc = seed_tot("gsm8k", "--limit", "1", "--out", str(tmp_path / "x"), *args)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    message = proc.stderr.strip().splitlines()
+    assert message and "Traceback" not in proc.stderr
+    assert needle in message[-1]
+
+
+def test_missing_default_models_hint(tmp_path, monkeypatch):
+    proc = subprocess.run(
+        [sys.executable, "-m", "seed_tot", "gsm8k", "--limit", "1", "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "SEED_TOT_CACHE": str(tmp_path / "empty-cache")},
+    )
+    assert proc.returncode == 2
+    assert "seed-tot models pull" in proc.stderr
+
+
+def test_trace_show_and_plot(tmp_path):
+    out = tmp_path / "run"
+    assert seed_tot("gsm8k", *SMALL, "--method", "ar", "--limit", "1", "--out", str(out)).returncode == 0
+    trace_file = out / "traces" / "gsm8k-1.json"
+    shown = seed_tot("trace", "show", str(trace_file))
+    assert shown.returncode == 0 and "answer:" in shown.stdout and "[0]" in shown.stdout
+    plotted = seed_tot("trace", "plot", str(trace_file), "--out", str(tmp_path / "png"))
+    assert plotted.returncode == 0
+    assert (tmp_path / "png" / "gsm8k-1.tree.png").stat().st_size > 1000
+
+
+def test_bench_tiny_writes_table_json_and_plots(tmp_path):
+    out = tmp_path / "bench"
+    proc = seed_tot(
+        "bench", "--tiny", "--tasks", "gsm8k", "--methods", "ar,sd,batched,hf-generate", "--k-configs", "1,1",
+        "--temperatures", "1.0", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "6", "--out", str(out),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads((out / "bench.json").read_text())
+    rows = {cell["row"] for cell in data["cells"]}
+    assert rows == {"AR", "SD (1,1)", "batched AR", "transformers generate()"}
+    assert all(cell["new_tokens"] > 0 for cell in data["cells"])
+    assert "| AR |" in (out / "bench.md").read_text()
+    assert (out / "speedup.png").stat().st_size > 1000
