@@ -2,10 +2,13 @@
 
     python scripts/bench_forward.py --threads 2 --out results/bench_forward.json
 
-For each model, a ~200-token prompt is prefilled once per batch size; each timed forward
-appends q_len tokens to that cache and is rolled back afterwards, so every repeat sees the
-same context length. Prints a markdown table (median and min over --repeats) and writes JSON.
-The machine may be shared: the load average before and after is recorded next to the numbers.
+For each model, a ~200-token prompt is prefilled once and copied to every batch size; each
+timed forward appends q_len tokens to that cache and is rolled back afterwards, so every
+repeat sees the same context length. Settings are timed round-robin (one forward of each per
+round), so a load change on a shared machine hits them all alike. Prints a markdown table
+(median and min wall time over --repeats, median process CPU time, ratio to the first
+setting) and writes JSON. The load average before and after is recorded next to the numbers;
+with --threads 1, CPU ms is close to what the forward costs on an idle core.
 """
 
 from __future__ import annotations
@@ -35,50 +38,57 @@ def prompt_ids(vocab_size: int, length: int, seed: int) -> torch.Tensor:
     return torch.randint(0, min(vocab_size, 100_000), (1, length), generator=generator)
 
 
-def time_forward(runner: ModelRunner, cache, q_len: int, batch: int, repeats: int, warmup: int, seed: int) -> list[float]:
-    """Milliseconds of `repeats` forwards of q_len new tokens per row, each rolled back after."""
+def timed_forward(runner: ModelRunner, cache, new_tokens: torch.Tensor) -> tuple[float, float]:
+    """(wall ms, process CPU ms) of one forward; the cache is rolled back afterwards."""
     context = cache_length(cache)
-    generator = torch.Generator().manual_seed(seed)
-    timings = []
-    for step in range(warmup + repeats):
-        new = torch.randint(0, 1000, (batch, q_len), generator=generator)
-        started = time.perf_counter()
-        runner.forward(new, cache)
-        elapsed = (time.perf_counter() - started) * 1000
-        rollback(cache, context)
-        if step >= warmup:
-            timings.append(elapsed)
-    return timings
+    wall, cpu = time.perf_counter(), time.process_time()
+    runner.forward(new_tokens, cache)
+    wall, cpu = (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
+    rollback(cache, context)
+    return wall, cpu
 
 
 def bench_model(name: str, dtype: str, q_lens: list[int], batches: list[int], prompt_len: int,
                 repeats: int, warmup: int, seed: int) -> tuple[list[dict], float]:
+    """Time every (batch, q_len) round-robin, so load changes on a shared machine hit all alike."""
     started = time.perf_counter()
     runner = load_model(name, dtype=dtype, device="cpu")
     load_s = time.perf_counter() - started
-    rows = []
     prompt = prompt_ids(runner.vocab_size, prompt_len, seed)
-    for batch in batches:
-        cache = runner.new_cache()
-        runner.forward(prompt, cache)
-        if batch > 1:
-            cache = repeat_rows(cache, batch)
-        for q_len in q_lens:
-            timings = time_forward(runner, cache, q_len, batch, repeats, warmup, seed + q_len)
-            rows.append({
-                "model": name, "dtype": str(runner.dtype).removeprefix("torch."), "batch": batch,
-                "q_len": q_len, "context": prompt_len, "median_ms": statistics.median(timings),
-                "min_ms": min(timings), "timings_ms": timings,
-            })
-            click.echo(f"  {name} batch={batch} q_len={q_len}: median {rows[-1]['median_ms']:.1f} ms", err=True)
+    prefix = runner.new_cache()
+    runner.forward(prompt, prefix)
+    caches = {batch: repeat_rows(prefix, batch) for batch in batches}
+    settings = [(batch, q_len) for batch in batches for q_len in q_lens]
+    walls = {setting: [] for setting in settings}
+    cpus = {setting: [] for setting in settings}
+    generator = torch.Generator().manual_seed(seed)
+    for round_index in range(warmup + repeats):
+        for batch, q_len in settings:
+            new_tokens = torch.randint(0, min(runner.vocab_size, 1000), (batch, q_len), generator=generator)
+            wall, cpu = timed_forward(runner, caches[batch], new_tokens)
+            if round_index >= warmup:
+                walls[(batch, q_len)].append(wall)
+                cpus[(batch, q_len)].append(cpu)
+    base = statistics.median(walls[settings[0]])
+    rows = []
+    for batch, q_len in settings:
+        timings = walls[(batch, q_len)]
+        rows.append({
+            "model": name, "dtype": str(runner.dtype).removeprefix("torch."), "batch": batch,
+            "q_len": q_len, "context": prompt_len, "median_ms": statistics.median(timings),
+            "min_ms": min(timings), "median_cpu_ms": statistics.median(cpus[(batch, q_len)]),
+            "vs_first": statistics.median(timings) / base, "timings_ms": timings,
+        })
+        click.echo(f"  {name} batch={batch} q_len={q_len}: median {rows[-1]['median_ms']:.1f} ms", err=True)
     return rows, load_s
 
 
 def markdown_table(rows: list[dict]) -> str:
-    lines = ["| model | dtype | batch | q_len | median ms | min ms |", "|---|---|---|---|---|---|"]
+    lines = ["| model | dtype | batch | q_len | median ms | min ms | median CPU ms | vs batch 1, q_len 1 |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['dtype']} | {r['batch']} | {r['q_len']} | "
-                     f"{r['median_ms']:.1f} | {r['min_ms']:.1f} |")
+                     f"{r['median_ms']:.1f} | {r['min_ms']:.1f} | {r['median_cpu_ms']:.1f} | {r['vs_first']:.2f}x |")
     return "\n".join(lines)
 
 

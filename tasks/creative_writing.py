@@ -115,7 +115,7 @@ class CreativeWritingTask:
     """ToT Creative Writing as in SEED (Appendix D), depth 2.
 
     Step 0 writes a plan, step 1 the passage following the plan. The state is "Plan:\\n..." and
-    then "Plan:\\n...\\n\\nPassage:\\n...". The evaluator rates coherency 1-10 ("Thus the coherency
+    then "Plan:\\n...\\n\\nPassage:\\n...". The evaluator rates coherency 1-10 ("The coherency
     score is N"); an unreadable reply gets `fallback_value` = 1.0, the lowest rating. `score`
     is the deterministic constraint fraction (how many of the 4 sentences end the 4
     paragraphs, in order, divided by 4); the coherency judge (`judge_prompt`, `parse_judge`)
@@ -186,5 +186,9 @@ class CreativeWritingTask:
         return load_template(self.name, "value_passage").format(passage=passage.strip())
 
     def parse_judge(self, text: str) -> float | None:
-        """Coherency 1-10 from "Thus the coherency score is N" (the last stated rating wins)."""
-        return parse_rating(text, prefer_last=True)
+        """Coherency 1-10 from "The coherency score is N" (the first stated rating).
+
+        The prompts ask for the score first (Appendix D's completion "The coherency score is:
+        {value}"), so a reply cut off by the token budget still carries it.
+        """
+        return parse_rating(text)

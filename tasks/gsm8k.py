@@ -24,6 +24,8 @@ _ANSWER_IS = re.compile(
     r"\s*(?:is|:|=)\s*:?\s*(?:approximately\s+)?[$€£]?\s*(" + _NUMBER + ")",
     re.IGNORECASE,
 )
+# The sub-question that closes a chain (RAP's convention, asked for by the prompts).
+_FINAL_QUESTION = re.compile(r"now\s+we\s+can\s+answer\s+the\s+(?:original\s+|whole\s+)?question", re.IGNORECASE)
 # A line that opens a step: "Sub-question:", "**Sub-question 2:**", "2. Sub-question:".
 _STEP_HEADER = re.compile(r"^[\s*#>\d.)-]*sub[-\s]?question\b", re.IGNORECASE | re.MULTILINE)
 
@@ -98,9 +100,12 @@ def first_step(thought: str) -> str:
 class Gsm8kTask:
     """GSM8K with ToT-BFS as in SEED (Appendix D).
 
-    A thought is one "Sub-question: ... / Sub-answer: ..." step; a state is the steps so far. A
-    state is terminal once it declares a final answer ("The answer is N", "#### N" or
-    "\\boxed{N}"); at the last step of the tree (step depth-1) the prompt asks for that answer.
+    A thought is one "Sub-question: ... / Sub-answer: ..." step; a state is the steps so far. As in
+    RAP, the closing step asks "Now we can answer the question: ..." and declares the answer
+    ("The answer is N", "#### N" or "\\boxed{N}"); a state is terminal when its newest step does
+    both. (Small models also write "The answer is N" after intermediate sub-answers; that alone
+    does not end the chain.) At the last step of the tree (step depth-1) the prompt asks for the
+    closing step.
     The evaluator rates the newest step 1-10 for its help in answering the question; a reply
     with no readable rating in 1..10 gets `fallback_value` = 1.0, the lowest rating, so an
     unreadable evaluation never outranks a readable one.
@@ -146,12 +151,13 @@ class Gsm8kTask:
         return (state.rstrip() + "\n" + first_step(thought)).strip()
 
     def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
-        return find_final_answer(state) is not None
+        steps = split_steps(state)
+        return bool(steps) and bool(_FINAL_QUESTION.search(steps[-1])) and find_final_answer(steps[-1]) is not None
 
     def extract_answer(self, problem: Problem, state: str) -> str | None:
-        """The declared final answer, else the last number of the newest step (best effort)."""
+        """The answer declared in the newest step, else its last number (best effort)."""
         steps = split_steps(state)
-        return find_final_answer(state) or (last_number(steps[-1]) if steps else None)
+        return extract_number_answer(steps[-1]) if steps else None
 
     def score(self, problem: Problem, answer: str | None) -> float:
         if answer is None:

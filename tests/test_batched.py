@@ -13,7 +13,7 @@ from seed_tot.decoding.speculative import speculative_decode
 from seed_tot.errors import ConfigError, TokenizerMismatchError
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
-from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
+from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor, lookup_continuation
 from seed_tot.scheduling.requests import GenerationRequest
 
 TEXTS = [
@@ -74,6 +74,28 @@ def test_batched_sd_greedy_equals_ar(tiny_pair, k_config, options):
     # speculation really happened: fewer target forwards than tokens
     assert sum(r.stats.target_forwards for r in results) < sum(r.stats.new_tokens for r in results)
     assert set(executor.last_timing) == {"wall_seconds", "target_seconds", "draft_seconds"}
+
+
+@pytest.mark.parametrize("options", [{}, {"adaptive_k": True, "max_ngram": 2}])
+def test_batched_lookup_greedy_equals_ar(tiny_pair, options):
+    draft, target = tiny_pair
+    requests = requests_for(target.tokenizer)
+    # A request that starts 6 tokens further along another's greedy path: the lagging row can
+    # draft from it, so lookups get accepted.
+    ahead = requests[4].prompt_ids + reference(target, requests[4:5])[0][:6]
+    requests.append(GenerationRequest(ahead, DecodeConfig(max_new_tokens=20), seed=7))
+    executor = BatchedSpeculativeExecutor(target, None, (1, 1, 1, 1), drafter="lookup", **options)
+    results = executor.run(requests)
+    assert [r.token_ids for r in results] == reference(target, requests)
+    assert results[4].stats.draft_tokens_accepted >= 6
+
+
+def test_lookup_continuation_prefers_own_context_then_other_rows():
+    assert lookup_continuation([1, 2, 3, 9, 1, 2], [], 3) == [3, 9, 1]
+    assert lookup_continuation([7, 8], [[5, 7, 8, 4, 4, 4]], 2) == [4, 4]
+    assert lookup_continuation([1, 2, 3], [[0, 1, 2, 3, 6]], 5) == [6]  # longest n-gram wins
+    assert lookup_continuation([1, 2], [[3, 4]], 4) == []
+    assert lookup_continuation([1, 2, 1], [], 0) == []
 
 
 def test_batched_sd_greedy_equals_ar_with_eager_attention(tiny_eager_pair):
@@ -161,15 +183,20 @@ def vocab8_pair():
 
 @pytest.mark.parametrize(
     "k_config, temperature, top_p, options",
-    [((2, 2, 1), 1.0, 1.0, {}), ((1, 1, 1), 0.6, 0.9, {"adaptive_k": True})],
+    [
+        ((2, 2, 1), 1.0, 1.0, {}),
+        ((1, 1, 1), 0.6, 0.9, {"adaptive_k": True}),
+        ((1, 1), 1.0, 1.0, {"drafter": "lookup"}),
+    ],
 )
 def test_batched_sd_samples_the_target_distribution(vocab8_pair, k_config, temperature, top_p, options):
     draft, target = vocab8_pair
-    prompt = [1, 5, 2]
+    prompt = [1, 5, 2, 1, 5, 7, 1]
     config = DecodeConfig(max_new_tokens=2, temperature=temperature, top_p=top_p)
     executor = BatchedSpeculativeExecutor(target, draft, k_config, **options)
     counts = np.zeros(64)
-    samples, per_batch = 20_000, 1_000
+    # lookup searches every other row of the batch: smaller batches keep that quadratic cost low
+    samples, per_batch = 20_000, 200 if options.get("drafter") == "lookup" else 1_000
     proposed = accepted = 0
     for start in range(0, samples, per_batch):
         requests = [GenerationRequest(prompt, config, seed=start + i) for i in range(per_batch)]

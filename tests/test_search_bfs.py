@@ -117,13 +117,13 @@ def test_bfs_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
     from search_helpers import tiny_config
 
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.batched import BatchedARExecutor
+    from seed_tot.scheduling.factory import make_executor
     from tasks import get_task
 
     _, target = tiny_pair
     task = get_task(task_name)
     problem = task.load()[0]
-    executor = BatchedARExecutor(target)
+    executor = make_executor("batched", target)
     result = BFS(task, executor, PromptFormatter(target.tokenizer), tiny_config(BFSConfig, breadth=2)).run(problem)
     assert all(batch.size == 2 for batch in result.batches)
     rated = [n for n in result.tree.nodes() if n.kind != "root"]
@@ -138,8 +138,7 @@ def test_the_schedule_does_not_change_the_tree(tiny_pair):
     from search_helpers import tiny_config
 
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.batched import BatchedARExecutor
-    from seed_tot.scheduling.serial import ar_executor
+    from seed_tot.scheduling.factory import make_executor
     from tasks import get_task
 
     _, target = tiny_pair
@@ -147,7 +146,7 @@ def test_the_schedule_does_not_change_the_tree(tiny_pair):
     problem = task.load()[0]
     config = tiny_config(BFSConfig, breadth=2, seed=4)
     trees = []
-    for executor in (ar_executor(target), BatchedARExecutor(target)):
+    for executor in (make_executor("ar", target), make_executor("batched", target)):
         result = BFS(task, executor, PromptFormatter(target.tokenizer), config).run(problem)
         trees.append([(n.id, n.parent, n.thought, n.value, n.seeds) for n in result.tree.nodes()])
     assert trees[0] == trees[1]
@@ -172,14 +171,14 @@ def test_bfs_on_gsm8k_with_the_real_target():
     from seed_tot.api import solve
     from seed_tot.config import DecodeConfig
     from seed_tot.models import load_model
-    from seed_tot.scheduling.batched import BatchedARExecutor
+    from seed_tot.scheduling.factory import make_executor
     from tasks import get_task
 
     target = load_model("default-target")
     task = get_task("gsm8k")
     problem = task.load()[0]
     result = solve(
-        task, problem, BatchedARExecutor(target), target, search="bfs", n_thoughts=3, depth=2,
+        task, problem, make_executor("batched", target), target, search="bfs", n_thoughts=3, depth=2,
         thought_decode=DecodeConfig(max_new_tokens=64, temperature=0.7),
         value_decode=DecodeConfig(max_new_tokens=16),
     )

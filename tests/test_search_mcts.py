@@ -90,13 +90,13 @@ def test_mcts_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
     from search_helpers import tiny_config
 
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.batched import BatchedARExecutor
+    from seed_tot.scheduling.factory import make_executor
     from tasks import get_task
 
     _, target = tiny_pair
     task = get_task(task_name)
     problem = task.load()[0]
-    executor = BatchedARExecutor(target)
+    executor = make_executor("batched", target)
     config = tiny_config(MCTSConfig, iterations=2)
     result = MCTS(task, executor, PromptFormatter(target.tokenizer), config).run(problem)
     assert result.batches and all(batch.size == 2 for batch in result.batches)

@@ -6,6 +6,9 @@ probability integral transform over >= 20,000 tokens, chi-square on its histogra
 Workers are spawned once per module and reused; options change between runs.
 """
 
+import logging
+import time
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -36,14 +39,42 @@ def greedy_requests(target: ModelRunner) -> list[GenerationRequest]:
     return requests
 
 
+class _Collect(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
 @pytest.fixture(scope="module")
 def executor(tiny_pair):
+    """Two workers, started with INFO logging so their start-up records reach this process."""
     _, target = tiny_pair
     ex = SeedExecutor(
         target, TinyDraft(seed=0), num_workers=2, options=SeedOptions(k_config=(2, 2, 1), adaptive_k=True, max_depth=MAX_DEPTH)
     )
+    collect, root, worker_log = _Collect(), logging.getLogger(), logging.getLogger("seed_tot.scheduling.worker")
+    old_level = root.level
+    root.setLevel(logging.INFO)
+    worker_log.addHandler(collect)
+    try:
+        ex.start()
+        deadline = time.monotonic() + 10
+        while len(collect.messages) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        root.setLevel(old_level)
+        worker_log.removeHandler(collect)
+    ex.worker_log_messages = collect.messages
     yield ex
     ex.close()
+
+
+def test_worker_logs_reach_the_parent(executor):
+    for index, pid in enumerate(executor.worker_pids):
+        assert any(f"draft worker {index} (pid {pid}) loaded" in m for m in executor.worker_log_messages)
 
 
 @pytest.fixture(scope="module")

@@ -130,6 +130,8 @@ def test_plan_of_without_header():
     [
         ("The passage flows well.\nThus the coherency score is 7", 7.0),
         ("Thus the coherency score is [8]", 8.0),
+        (" 7\n\nThe passage is mostly coherent, though paragraph 2 scores lower.", 7.0),
+        ("The coherency score is 6. Paragraph 3 would get a score of 2.", 6.0),
         ("Coherency: 9/10", 9.0),
         ("Thus the coherency score is 12", None),
         ("The passage is incoherent.", None),
@@ -142,7 +144,7 @@ def test_parse_judge(text, value):
 
 def test_judge_prompt_asks_for_the_coherency_line():
     prompt = CreativeWritingTask().judge_prompt("  Some passage.  ")
-    assert "Some passage." in prompt and "Thus the coherency score is [s]" in prompt
+    assert "Some passage." in prompt and 'Start your reply with "The coherency score is [s]"' in prompt
 
 
 def test_registry_and_bad_files(tmp_path):

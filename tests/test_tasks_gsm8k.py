@@ -122,10 +122,19 @@ def test_thoughts_extend_the_state_one_step_at_a_time(problems):
     assert state == first_step(thought)
     assert not task.is_terminal(problem, state, 0)
     assert task.extract_answer(problem, state) == "9"  # best effort: no answer declared yet
-    second = "**Sub-question:** How much does she make?\nSub-answer: 9 * 2 = $18. The answer is 18."
+    # Small models end intermediate sub-answers with "The answer is N" too: that is not the end.
+    second = "**Sub-question:** How much does she make per egg?\nSub-answer: $2 per egg. The answer is 2."
     state = task.extend_state(state, second, 1)
     assert len(split_steps(state)) == 2
-    assert task.is_terminal(problem, state, 1)
+    assert not task.is_terminal(problem, state, 1)
+    assert task.extract_answer(problem, state) == "2"
+    closing = (
+        "Sub-question: Now we can answer the question: how much does she make?\n"
+        "Sub-answer: 9 * 2 = $18. The answer is 18."
+    )
+    state = task.extend_state(state, closing, 2)
+    assert len(split_steps(state)) == 3 and task.is_terminal(problem, state, 2)
+    assert task.extract_answer(problem, state) == "18"
     assert task.score(problem, task.extract_answer(problem, state)) == 1.0
 
 

@@ -112,7 +112,7 @@ def test_tiny_pair_run_twice_gives_the_same_trace_except_timings(tiny_pair, tmp_
     from search_helpers import tiny_config
 
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.batched import BatchedARExecutor
+    from seed_tot.scheduling.factory import make_executor
     from tasks import get_task
 
     _, target = tiny_pair
@@ -120,10 +120,42 @@ def test_tiny_pair_run_twice_gives_the_same_trace_except_timings(tiny_pair, tmp_
     problem = task.load()[0]
 
     def traced(name):
-        executor = BatchedARExecutor(target)
+        executor = make_executor("batched", target)
         result = BFS(task, executor, PromptFormatter(target.tokenizer), tiny_config(BFSConfig, seed=11)).run(problem)
         return json.loads(write_trace(tmp_path / name, to_trace(result, task, executor)).read_text())
 
     first, second = traced("a.json"), traced("b.json")
     assert without_timings(first) == without_timings(second)
     assert len({n["thought"] for n in first["nodes"]}) > 2  # sampled thoughts differ between seeds
+
+
+def test_seed_executor_events_reach_the_trace_and_greedy_trees_match_ar(tiny_pair):
+    """The real SEED executor (one spawned draft worker): its scheduler events are recorded per
+    batch, and in greedy decoding it builds exactly the tree plain AR builds."""
+    from search_helpers import tiny_config
+
+    from seed_tot.config import DecodeConfig
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.factory import make_executor
+    from tasks import get_task
+
+    draft, target = tiny_pair
+    task = get_task("gsm8k")
+    problem = task.load()[0]
+    config = tiny_config(BFSConfig, breadth=1).model_copy(
+        update={"thought_decode": DecodeConfig(max_new_tokens=8, temperature=0.0)}
+    )
+    formatter = PromptFormatter(target.tokenizer)
+    ar = BFS(task, make_executor("ar", target), formatter, config).run(problem)
+    executor = make_executor("seed", target, draft, num_workers=1)
+    try:
+        seed = BFS(task, executor, formatter, config).run(problem)
+        trace = to_trace(seed, task, executor)
+    finally:
+        executor.close()
+    summary = lambda r: [(n.id, n.parent, n.thought, n.value) for n in r.tree.nodes()]  # noqa: E731
+    assert summary(seed) == summary(ar)
+    assert all(batch.events for batch in trace.batches)
+    assert {"time", "kind"} <= set(trace.batches[0].events[0])
+    assert trace.metrics.draft_tokens_proposed > 0 and trace.metrics.acceptance_rate is not None
+    assert trace.models == {"target": "tiny-target", "draft": "tiny-draft"}

@@ -138,6 +138,43 @@ def initial_window(prompt_ids: list[int], width: int, ngram: int, seed: int) -> 
     return LookaheadWindow(width, ngram, [[prompt_ids[i] for i in picks]])
 
 
+@dataclass
+class LookaheadStep:
+    accepted: list[int]  # the verified trie path + one more token
+    matched: int  # how many of them came from the trie (guessed tokens that were correct)
+    window_outputs: list[int]  # greedy outputs of the window's top level (next Jacobi values)
+
+
+def lookahead_step(
+    target: ModelRunner, cache, pending: int, levels: list[list[int]], trie_tokens: list[int], trie_parents: list[int]
+) -> LookaheadStep:
+    """ONE forward over x0 + window + trie; keep the cache of x0 and the accepted trie path only."""
+    past = cache_length(cache)
+    width = len(levels[0])
+    trie_offset = 1 + len(levels) * width
+    parents = [-1] + window_parents(len(levels), width) + [0 if p < 0 else trie_offset + p for p in trie_parents]
+    input_ids = [pending] + [t for level in levels for t in level] + trie_tokens
+    # Logits are needed only at x0, the window's top level and the trie (the LM head is costly).
+    top_level = trie_offset - width
+    needed = [0] + list(range(top_level, trie_offset)) + list(range(trie_offset, len(input_ids)))
+    logits = target.forward(
+        torch.tensor([input_ids], dtype=torch.long),
+        cache,
+        position_ids=tree_position_ids(parents, past),
+        attention_mask=tree_attention_mask(parents, past, target.dtype),
+        logits_to_keep=torch.tensor([needed], dtype=torch.long),
+    )[0]
+    greedy = logits.argmax(-1).tolist()  # rows: x0, the W top-level nodes, the trie nodes
+    trie_greedy = greedy[1 + width :]
+    path = greedy_trie_walk(trie_tokens, trie_parents, greedy[0], trie_greedy)
+    if path:
+        keep_positions(cache, past + 1, [past + trie_offset + j for j in path])
+    else:
+        rollback(cache, past + 1)
+    accepted = [trie_tokens[j] for j in path] + [trie_greedy[path[-1]] if path else greedy[0]]
+    return LookaheadStep(accepted, len(path), greedy[1 : 1 + width])
+
+
 def lookahead_decode(
     target: ModelRunner,
     prompt_ids: list[int],
@@ -169,36 +206,15 @@ def lookahead_decode(
     lookahead = initial_window(prompt_ids, window, ngram, seed)
     cache, pending = start_pending(target, prompt_ids)
     while True:
-        past = cache_length(cache)
-        n_levels = len(lookahead.levels)
+        # A step emits at most depth + 1 tokens: deeper candidates than the budget are wasted.
         trie_tokens, trie_parents = build_trie(pool.candidates(pending, max_candidates), max(0, sink.remaining - 1))
-        trie_offset = 1 + n_levels * window
-        parents = (
-            [-1]
-            + window_parents(n_levels, window)
-            + [0 if p < 0 else trie_offset + p for p in trie_parents]
-        )
-        input_ids = [pending] + [t for level in lookahead.levels for t in level] + trie_tokens
-        logits = target.forward(
-            torch.tensor([input_ids], dtype=torch.long),
-            cache,
-            position_ids=tree_position_ids(parents, past),
-            attention_mask=tree_attention_mask(parents, past, target.dtype),
-        )[0]
-        greedy = logits.argmax(-1).tolist()
-        path = greedy_trie_walk(trie_tokens, trie_parents, greedy[0], greedy[trie_offset:])
-        accepted = [trie_tokens[j] for j in path] + [greedy[trie_offset + path[-1]] if path else greedy[0]]
-        if path:
-            keep_positions(cache, past + 1, [past + trie_offset + j for j in path])
-        else:
-            rollback(cache, past + 1)
+        step = lookahead_step(target, cache, pending, lookahead.levels, trie_tokens, trie_parents)
         stats.draft_tokens_proposed += len(trie_tokens)
-        stats.draft_tokens_accepted += len(path)
-        top_level = 1 + (n_levels - 1) * window
-        lookahead.advance(greedy[top_level : top_level + window], pool)
-        if sink.extend(accepted):
+        stats.draft_tokens_accepted += step.matched
+        lookahead.advance(step.window_outputs, pool)
+        if sink.extend(step.accepted):
             break
-        pending = accepted[-1]
+        pending = step.accepted[-1]
     stats.new_tokens = len(sink.token_ids)
     stats.target_forwards = target.forward_count - forwards_before
     stats.wall_seconds = time.perf_counter() - started

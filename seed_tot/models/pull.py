@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import logging
 import os
 import re
 import shutil
@@ -38,8 +37,6 @@ from seed_tot.models.registry import DefaultModel, cached_model_dir, is_cached
 
 if TYPE_CHECKING:  # torch is imported only when a model is converted
     import torch
-
-log = logging.getLogger(__name__)
 
 DOWNLOADS_DIR = ".downloads"
 TEMP_PREFIX = ".tmp-"
@@ -265,7 +262,6 @@ def dequantize_and_save(gguf: Path, output: Path, dtype: torch.dtype, model: Def
     """Load `gguf` fully dequantized in `dtype`; save safetensors + tokenizer + config atomically."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    log.info("dequantizing %s to %s (takes about half a minute)", gguf.name, dtype)
     print(f"dequantizing {gguf.name} to {str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(
@@ -277,7 +273,6 @@ def dequantize_and_save(gguf: Path, output: Path, dtype: torch.dtype, model: Def
     with atomic_directory(output) as temp:
         loaded.save_pretrained(temp)
         tokenizer.save_pretrained(temp)
-    del loaded
 
 
 def cached_dtype(directory: Path) -> str | None:

@@ -216,26 +216,63 @@ class _Draft:
     node_slot: dict[int, int] = field(default_factory=dict)  # fed tree node -> step slot
 
 
+def lookup_continuation(
+    context: list[int], others: list[list[int]], length: int, max_ngram: int = 3, min_ngram: int = 1
+) -> list[int]:
+    """Up to `length` tokens that followed the most recent earlier occurrence of the context's
+    last n tokens (n from max_ngram down to min_ngram), searched in the context itself, then
+    in the other sequences of the batch (same-prompt samples often repeat each other)."""
+    if length <= 0:
+        return []
+    for n in range(min(max_ngram, len(context) - 1), min_ngram - 1, -1):
+        suffix = context[-n:]
+        for source, last_start in [(context, len(context) - n - 1)] + [(o, len(o) - n - 1) for o in others]:
+            for start in range(last_start, -1, -1):
+                if source[start : start + n] == suffix:
+                    return source[start + n : start + n + length]
+    return []
+
+
 class BatchedSpeculativeExecutor:
-    """Lossless speculative decoding of all requests together (SD when k_config is all ones, MCSD otherwise)."""
+    """Lossless speculative decoding of all requests together (SD when k_config is all ones, MCSD otherwise).
+
+    drafter="model" drafts with the draft model; drafter="lookup" drafts a chain of up to
+    len(k_config) tokens by n-gram lookup in the row's own context and the batch's other rows
+    (no draft model). A lookup draft is deterministic given the contexts: its q is one-hot, and
+    the acceptance rule (accept x with probability p(x), else sample from p without x) keeps the
+    target distribution exactly, for sampling as well as greedy.
+    """
 
     def __init__(
         self,
         target: ModelRunner,
-        draft: ModelRunner,
+        draft: ModelRunner | None,
         k_config: tuple[int, ...] | str = (1, 1, 1, 1),
         adaptive_k: bool = False,
         max_k: int = 8,
         share_prefix: bool = True,
         compact_slack: int = 32,
         name: str = "batched-sd",
+        drafter: str = "model",
+        max_ngram: int = 3,
     ):
         from seed_tot.models.loading import check_pair
 
-        check_pair(draft, target)
+        if drafter not in ("model", "lookup"):
+            raise ConfigError(f"Unknown drafter {drafter!r}: use model or lookup.")
+        if drafter == "model":
+            if draft is None:
+                raise ConfigError("The model drafter needs a draft model: pass one of the target's tokenizer family.")
+            check_pair(draft, target)
+        if max_ngram < 1:
+            raise ConfigError(f"max_ngram must be at least 1, got {max_ngram}.")
+        self.drafter = drafter
+        self.max_ngram = max_ngram
         self.target = target
-        self.draft = draft
+        self.draft = draft if drafter == "model" else None
         self.k_config = parse_k_config(k_config)
+        if drafter == "lookup" and set(self.k_config) != {1}:
+            raise ConfigError(f"The lookup drafter proposes one chain: use k (k_config of ones), not {self.k_config}.")
         self.adaptive_k = adaptive_k
         self.max_k = max(max_k, len(self.k_config)) if adaptive_k else len(self.k_config)
         self.share_prefix = share_prefix
@@ -258,16 +295,18 @@ class BatchedSpeculativeExecutor:
             row.draft_todo = [row.pending]
         heads = [r.prompt_ids[:-1] for r in requests]
         target_batch, _ = prefill(self.target, heads, self.share_prefix)
+        target_batch.compact_slack = self.compact_slack
         t_target = time.perf_counter() - started
-        draft_batch, _ = prefill(self.draft, heads, self.share_prefix)
+        draft_batch = None
+        if self.draft is not None:
+            draft_batch, _ = prefill(self.draft, heads, self.share_prefix)
+            draft_batch.compact_slack = self.compact_slack
         t_draft = time.perf_counter() - started - t_target
-        for batch in (target_batch, draft_batch):
-            batch.compact_slack = self.compact_slack
 
         active = list(rows)
         while active:
             t0 = time.perf_counter()
-            drafts = self._draft_step(draft_batch, active)
+            drafts = self._draft_step(draft_batch, active) if draft_batch else self._lookup_step(active, rows)
             t1 = time.perf_counter()
             target_probs = self._target_step(target_batch, active, drafts)
             t2 = time.perf_counter()
@@ -289,11 +328,13 @@ class BatchedSpeculativeExecutor:
                 self._adapt(row, drafted_depth, len(verdict.accepted_nodes))
                 row.append(verdict.accepted_tokens + [verdict.next_token])
             target_batch.commit(target_keep)
-            draft_batch.commit(draft_keep)
+            if draft_batch:
+                draft_batch.commit(draft_keep)
             keep = [i for i, row in enumerate(active) if row.finish is None]
             if len(keep) < len(active) and keep:
                 target_batch.select(keep)
-                draft_batch.select(keep)
+                if draft_batch:
+                    draft_batch.select(keep)
             active = [active[i] for i in keep]
         wall = time.perf_counter() - started
         self.last_timing = {"wall_seconds": wall, "target_seconds": t_target, "draft_seconds": t_draft}
@@ -357,6 +398,21 @@ class BatchedSpeculativeExecutor:
                 for j, (node, _) in enumerate(level_nodes[i]):
                     drafts[i].node_slot[node] = base + j
                     frontier[i].append((node, base + j, logits[i, j], q[i, j]))
+        return drafts
+
+    def _lookup_step(self, active: list[_Row], everyone: list[_Row]) -> list[_Draft]:
+        """Each active row's n-gram lookup chain (one-hot q), searched in every row of the run."""
+        drafts = []
+        for row in active:
+            context = row.request.prompt_ids + row.tokens
+            others = [other.request.prompt_ids + other.tokens for other in everyone if other is not row]
+            chain = lookup_continuation(context, others, min(row.depth, row.remaining), self.max_ngram)
+            draft = _Draft()
+            for position, token in enumerate(chain):
+                q = torch.zeros(self.target.vocab_size, dtype=torch.float32)
+                q[token] = 1.0
+                draft.tree.add(token, position - 1, q)
+            drafts.append(draft)
         return drafts
 
     def _target_step(self, batch: RaggedBatchCache, rows: list[_Row], drafts: list[_Draft]) -> list[torch.Tensor]:

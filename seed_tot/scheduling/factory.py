@@ -7,6 +7,7 @@
 | batched       | all requests in one batch, one target forward per token          | no            |
 | batched-sd    | speculative decoding batched across requests (k or k_config)    | yes           |
 | batched-mcsd  | batched-sd with a token tree (k_config, default 2,2,1)           | yes           |
+| batched-lookup| batched speculation with n-gram lookup drafts (k, default 4)     | no            |
 | seed          | SEED: parallel draft processes + one verifier (k, default 3)     | yes           |
 | seed-mcsd     | SEED with token trees (k_config, default 2,2,1)                  | yes           |
 | lookahead / jacobi / fastcot | single-sequence decoders run request by request   | no            |
@@ -36,6 +37,7 @@ METHODS = (
     "batched",
     "batched-sd",
     "batched-mcsd",
+    "batched-lookup",
     "seed",
     "seed-mcsd",
     *SERIAL_DECODERS,
@@ -43,6 +45,7 @@ METHODS = (
 NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
 BATCHED_OPTIONS = {"share_prefix", "compact_slack"}
 BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
+BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram"}
 
 DraftArg = ModelRunner | str | Any  # a runner, a model name, or a SEED DraftSource (NamedDraft, TinyDraft)
 
@@ -72,6 +75,12 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
         default = (2, 2, 1) if method == "batched-mcsd" else (1,) * 4
         k_config = _k_config(options, default)
         return BatchedSpeculativeExecutor(target, _draft_runner(draft, target), k_config, name=method, **options)
+    if method == "batched-lookup":
+        _check_options(method, options, BATCHED_LOOKUP_OPTIONS)
+        from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
+
+        k_config = _k_config(options, (1,) * 4)
+        return BatchedSpeculativeExecutor(target, None, k_config, name=method, drafter="lookup", **options)
     if method in ("seed", "seed-mcsd"):
         return _seed(method, target, draft, options)
     return _serial_decoder(method, target, options)

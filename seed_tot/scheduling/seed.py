@@ -183,7 +183,15 @@ class _RequestState:
 
 
 class SeedExecutor:
-    """The SEED executor: parallel draft processes, one verifier (this process) with the target."""
+    """The SEED executor: parallel draft processes, one verifier (this process) with the target.
+
+    `draft` is a model name for seed_tot.models.load_model (loaded once by each worker, in the
+    target's dtype) or a draft source from seed_tot.scheduling.worker (NamedDraft, TinyDraft).
+    Worker logs reach this process's loggers through a logging QueueHandler/QueueListener
+    (multiprocessing-logging's install_mp_handler refuses the 'spawn' start method).
+    `last_events` holds the scheduler events of the last run(). In the per-request stats, a
+    batched verification counts as one target forward for each request it verified.
+    """
 
     def __init__(
         self,
@@ -214,7 +222,7 @@ class SeedExecutor:
 
         if not tokenizers_match(tokenizer, self.target.tokenizer):
             raise TokenizerMismatchError(
-                f"Draft model {self.draft!r} and target model {self.target.name!r} use different tokenizers: "
+                f"Draft model {_describe(self.draft)!r} and target model {self.target.name!r} use different tokenizers: "
                 "speculative decoding needs a pair from one tokenizer family."
             )
 
@@ -571,3 +579,7 @@ class _Run:
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "auto")
+
+
+def _describe(draft: DraftSource) -> str:
+    return getattr(draft, "name", None) or repr(draft)
