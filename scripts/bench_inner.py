@@ -46,6 +46,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--lookahead", default="4,3,4;7,4,7", help="W,N,G settings separated by ';'")
     parser.add_argument("--jacobi-blocks", default="4,8")
+    parser.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=True,
+                        help="rotate the method order per prompt (cancels load drift)")
     parser.add_argument("--fastcot-problems", type=int, default=8, help="GSM8K problems for part 2 (0 skips it)")
     parser.add_argument("--fastcot-offset", type=int, default=0, help="skip this many problems first")
     parser.add_argument("--fastcot-window", type=int, default=8)
@@ -89,11 +91,14 @@ def run_inner(target, problems, args) -> list[dict]:
     rows = []
     for index, problem in enumerate(problems):
         prompt = cot_prompt_ids(target, problem.question)
-        reference = None
-        for name, decode in methods:
-            out = decode(prompt)
-            if reference is None:
-                reference = out.token_ids
+        # Rotate the order per prompt so a drift of the shared machine's load hits every method alike.
+        shift = index % len(methods) if args.rotate else 0
+        outputs = {}
+        for name, decode in methods[shift:] + methods[:shift]:
+            outputs[name] = decode(prompt)
+        reference = outputs["AR"].token_ids
+        for name, _ in methods:
+            out = outputs[name]
             row = {"prompt": index, "method": name, **out.stats.as_dict()}
             row.update(agreement(target, prompt, reference, out.token_ids))
             rows.append(row)

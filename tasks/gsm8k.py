@@ -37,13 +37,16 @@ def normalise_number(text: str) -> str | None:
         value = Decimal(cleaned)
     except InvalidOperation:
         return None
+    if not value.is_finite():
+        return None
     if value == value.to_integral_value():
         return str(int(value))
     return format(value.normalize(), "f")
 
 
 def _clean(text: str) -> str:
-    return text.replace("\u2212", "-").replace("*", "")
+    """Unicode minus to "-", markdown bold removed ("**18**"); a lone "*" may be a product."""
+    return text.replace("\u2212", "-").replace("**", "")
 
 
 def find_final_answer(text: str) -> str | None:

@@ -196,7 +196,7 @@ def test_batched_sd_samples_the_target_distribution(vocab8_pair, k_config, tempe
     executor = BatchedSpeculativeExecutor(target, draft, k_config, **options)
     counts = np.zeros(64)
     # lookup searches every other row of the batch: smaller batches keep that quadratic cost low
-    samples, per_batch = 20_000, 200 if options.get("drafter") == "lookup" else 1_000
+    samples, per_batch = 20_000, 100 if options.get("drafter") == "lookup" else 1_000
     proposed = accepted = 0
     for start in range(0, samples, per_batch):
         requests = [GenerationRequest(prompt, config, seed=start + i) for i in range(per_batch)]

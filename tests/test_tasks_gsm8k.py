@@ -53,6 +53,7 @@ def test_all_1319_gold_answers_parse(problems):
         ("The answer is 12. Wait, I made an error. The answer is 14.", "14"),
         ("Sub-answer: 16 - 3 - 4 = 9 eggs remain.", "9"),
         ("The answer to the question is 42", "42"),
+        ("9*2 = 18 so the answer is 18", "18"),
         ("No numbers here.", None),
     ],
 )
@@ -70,6 +71,7 @@ def test_normalise_number():
     assert normalise_number("2.50") == normalise_number("2.5") == "2.5"
     assert normalise_number("1,234") == "1234" and normalise_number("18.00") == "18"
     assert normalise_number("\u22123") == "-3" and normalise_number("abc") is None
+    assert normalise_number("inf") is None and normalise_number("NaN") is None
 
 
 def test_score_is_numeric_equality(problems):

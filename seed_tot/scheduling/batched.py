@@ -403,10 +403,10 @@ class BatchedSpeculativeExecutor:
     def _lookup_step(self, active: list[_Row], everyone: list[_Row]) -> list[_Draft]:
         """Each active row's n-gram lookup chain (one-hot q), searched in every row of the run."""
         drafts = []
+        contexts = {id(row): row.request.prompt_ids + row.tokens for row in everyone}
         for row in active:
-            context = row.request.prompt_ids + row.tokens
-            others = [other.request.prompt_ids + other.tokens for other in everyone if other is not row]
-            chain = lookup_continuation(context, others, min(row.depth, row.remaining), self.max_ngram)
+            others = [contexts[id(other)] for other in everyone if other is not row]
+            chain = lookup_continuation(contexts[id(row)], others, min(row.depth, row.remaining), self.max_ngram)
             draft = _Draft()
             for position, token in enumerate(chain):
                 q = torch.zeros(self.target.vocab_size, dtype=torch.float32)
