@@ -56,8 +56,27 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--check-answer-tokens", type=int, default=6)
     parser.add_argument("--cot-max-tokens", type=int, default=256)
     parser.add_argument("--max-answer-tokens", type=int, default=16)
+    parser.add_argument("--forward-widths", default="1,5,9,17", help="forward cost per width ('' skips)")
     parser.add_argument("--output", default="bench_inner.json")
     return parser.parse_args()
+
+
+def forward_costs(target, widths: list[int], rounds: int = 3, context: int = 200) -> dict[int, float]:
+    """Median seconds of one forward over q new tokens after a `context`-token cache, rounds interleaved."""
+    from statistics import median
+
+    from seed_tot.runtime import rollback
+
+    vocab = min(target.vocab_size, 1000)
+    _, cache = target.prefill([(7 * i) % vocab for i in range(context)])
+    times: dict[int, list[float]] = {q: [] for q in widths}
+    for _ in range(rounds):
+        for q in widths:
+            started = time.perf_counter()
+            target.forward(torch.tensor([[(11 * i) % vocab for i in range(q)]]), cache)
+            times[q].append(time.perf_counter() - started)
+            rollback(cache, context)
+    return {q: median(ts) for q, ts in times.items()}
 
 
 def top2_gap(target, context: list[int]) -> float:
@@ -157,6 +176,10 @@ def main() -> None:
     task, problems = gsm8k_problems(None, args.fastcot_offset + max(args.prompts, args.fastcot_problems))
     report: dict = {"args": vars(args), "model": target.name, "dtype": str(target.dtype)}
     started = time.perf_counter()
+    if args.forward_widths:
+        costs = forward_costs(target, [int(q) for q in args.forward_widths.split(",")])
+        report["forward_seconds_by_width"] = costs
+        print("forward cost (median s) by new tokens per forward:", {q: round(c, 3) for q, c in costs.items()})
     if args.prompts:
         rows = run_inner(target, problems[: args.prompts], args)
         report["inner"] = rows
