@@ -201,6 +201,8 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     except ValueError as exc:
         raise ConfigError(f"Bad search settings: {str(exc).splitlines()[-1]}.") from None
     task = get_task(task_name)
+    if opts.depth is not None and hasattr(task, "depth"):
+        task.depth = opts.depth  # GSM8K asks its closing question on the last level
     ids = tuple(i.strip() for i in opts.ids.split(",") if i.strip()) if opts.ids else ()
     problems = select_problems(task.load(opts.data_path), opts.start, opts.limit, ids)
     out = output_dir(task_name, opts)

@@ -46,6 +46,9 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
     shapes = [parse_k_config(k) for k in k_configs.split(";") if k.strip()]
     rows = plan_rows([m.strip() for m in methods.split(",") if m.strip()], shapes)
     task_objs = [get_task(name.strip()) for name in tasks.split(",") if name.strip()]
+    for task in task_objs:
+        if depth is not None and hasattr(task, "depth"):
+            task.depth = depth  # GSM8K asks its closing question on the last level
     if limit < 1 or n_thoughts < 1 or max_new_tokens < 1:
         raise ConfigError("--limit, --thoughts and --max-new-tokens must be at least 1.")
     if threads:
