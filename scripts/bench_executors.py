@@ -47,6 +47,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "batched-sd": ("batched-sd", {"k": 3}),
     "batched-sd-adaptive": ("batched-sd", {"k": 3, "adaptive_k": True}),
     "batched-mcsd": ("batched-mcsd", {"k_config": "2,2,1"}),
+    "batched-lookup": ("batched-lookup", {"k": 4}),
     "seed": ("seed", {"k": 3}),
     "seed-mcsd": ("seed-mcsd", {"k_config": "2,2,1"}),
     "seed+batched_verify": ("seed", {"k": 3, "batched_verify": True}),
@@ -55,7 +56,7 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "seed+round-robin": ("seed", {"k": 3, "discipline": "round-robin"}),
     "seed+all": ("seed", {"k": 3, "batched_verify": True, "share_prefix": True, "adaptive_k": True}),
 }
-DEFAULT_METHODS = "ar,sd,mcsd,batched,batched-sd,batched-sd-adaptive,batched-mcsd,seed,seed-mcsd,seed+batched_verify,seed+share_prefix,seed+adaptive_k,seed+round-robin,seed+all"
+DEFAULT_METHODS = "ar,sd,mcsd,batched,batched-sd,batched-sd-adaptive,batched-mcsd,batched-lookup,seed,seed-mcsd,seed+batched_verify,seed+share_prefix,seed+adaptive_k,seed+round-robin,seed+all"
 
 
 def load_average() -> list[float]:
@@ -135,7 +136,11 @@ class Executors:
             options["num_workers"] = n
         executor = make_executor(method, self.target, self.draft, **options)
         started = time.perf_counter()
-        self.run(executor, [GenerationRequest(warmup_prompt, DecodeConfig(max_new_tokens=2), seed=0)] * n)
+        try:
+            self.run(executor, [GenerationRequest(warmup_prompt, DecodeConfig(max_new_tokens=2), seed=0)] * n)
+        except BaseException:
+            executor.close()
+            raise
         self.spawn_seconds[key] = time.perf_counter() - started
         self.cached[key] = executor
         return executor
@@ -256,6 +261,7 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
         problem.meta["answer"] = json.loads(line)["answer"]
     executors = Executors(draft, target, threads, n)
     measurements: list[Measurement] = []
+    failures: list[dict] = []
     cells = []
     for workload in [w.strip() for w in workloads.split(",") if w.strip()]:
         for temperature in [float(t) for t in temperatures.split(",")]:
@@ -273,14 +279,25 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
             # rotate the order from cell to cell so no method always runs first
             order = cell_labels[cell_index % len(cell_labels) :] + cell_labels[: cell_index % len(cell_labels)]
             for label in order:
-                measurements.append(measure(executors, label, requests, workload, temperature, cell_index))
+                try:
+                    measurements.append(measure(executors, label, requests, workload, temperature, cell_index))
+                except Exception as exc:  # one failing method must not lose the others' numbers
+                    print(f"  {label} FAILED: {type(exc).__name__}: {exc}", flush=True)
+                    failures.append({"method": label, "cell": cell_index, "error": f"{type(exc).__name__}: {exc}"})
+                    executors.release_processes()
             executors.release_processes()
+            save(out_dir, measurements, failures, executors, started_at, load_before, threads, final=False)
     finally:
         executors.close()
+    save(out_dir, measurements, failures, executors, started_at, load_before, threads, final=True)
 
+
+def save(out_dir, measurements, failures, executors, started_at, load_before, threads, final: bool) -> None:
+    """Write JSON + markdown (after every cell too, so an interrupted run keeps its numbers)."""
     rows = summarize(measurements)
     table = markdown(rows)
-    print(table)
+    if final:
+        print(table)
     meta = {
         "command": " ".join(sys.argv),
         "started": started_at,
@@ -293,6 +310,8 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
         "torch": torch.__version__,
         "git": git_revision(),
         "spawn_and_warmup_seconds": executors.spawn_seconds,
+        "failures": failures,
+        "complete": final,
     }
     if out_dir:
         out = Path(out_dir)
@@ -301,7 +320,8 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
             json.dumps({"meta": meta, "summary": rows, "measurements": [vars(m) for m in measurements]}, indent=2)
         )
         (out / "bench_executors.md").write_text(f"Command: `{meta['command']}`\n\n{table}\n")
-        print(f"wrote {out / 'bench_executors.json'} and {out / 'bench_executors.md'}")
+        if final:
+            print(f"wrote {out / 'bench_executors.json'} and {out / 'bench_executors.md'}")
 
 
 def task_data_path() -> Path:
