@@ -46,16 +46,17 @@ def test_draft_tree_shape_forwards_and_greedy_children(tiny_pair, k_config, fill
     context = prompt_tokens(1, 12)
     cache = draft.new_cache()
     draft.forward(torch.tensor([context[:-1]]), cache)
-    tree, forwards = draft_tree(draft, cache, context[-1], k_config, 0.0, 1.0, torch.Generator().manual_seed(0))
+    tree, forwards = draft_tree(
+        draft, cache, context[-1], k_config, 0.0, 1.0, torch.Generator().manual_seed(0), fill_last_level=fill
+    )
     sizes, width = [], 1
     for k in k_config:
         width *= k
         sizes.append(width)
     assert len(tree) == sum(sizes)
-    assert forwards == len(k_config) + (1 if fill else 0) or not fill
-    if fill:
-        assert forwards == len(k_config) + 1
-        assert cache_length(cache) == len(context) + len(tree)
+    assert forwards == len(k_config) + (1 if fill else 0)
+    last_level = sizes[-1]
+    assert cache_length(cache) == len(context) + len(tree) - (0 if fill else last_level)
     for node in range(len(tree)):
         parent = tree.parents[node]
         parent_context = context + (path_to(tree, parent) if parent >= 0 else [])
