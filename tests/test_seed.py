@@ -196,6 +196,7 @@ SAMPLING_RUNS = [
 ]
 
 
+@pytest.mark.slow
 def test_sampling_follows_the_target_distribution(small_vocab):
     """>= 20,000 sampled tokens over two runs with different options; each run passes alone, and
     the same test with a wrong reference (the target's distribution one position early) fails."""
