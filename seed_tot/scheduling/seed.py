@@ -405,8 +405,12 @@ class _Run:
         )
 
     def execute(self) -> list[GenerationResult]:
-        for worker in self.ex._pool.workers:
-            self._assign(worker)
+        # Send every worker its first request before prefilling any target cache, so that
+        # all workers prefill and draft while the target prefills.
+        started = [self._assign(worker) for worker in self.ex._pool.workers]
+        for state in started:
+            if state is not None:
+                self._prefill(state)
         while any(not s.done for s in self.states):
             while not self.queue:
                 self._collect(self.opts.stall_timeout_s)
@@ -423,10 +427,11 @@ class _Run:
         # A round emits up to depth + 1 tokens; deeper drafts than the budget are wasted.
         return shaped_k_config(self.opts.k_config, min(state.depth, max(remaining - 1, 0)))
 
-    def _assign(self, worker: _WorkerHandle) -> None:
+    def _assign(self, worker: _WorkerHandle) -> _RequestState | None:
+        """Send the worker the next waiting request (the caller prefills its target cache)."""
         worker.request = None
         if not self.todo:
-            return
+            return None
         state = self.states[self.todo.popleft()]
         state.worker, worker.request, state.started_at = worker.index, state.index, time.perf_counter()
         cfg = state.request.config
@@ -434,7 +439,7 @@ class _Run:
             worker,
             Start(state.index, list(state.request.prompt_ids), self._k_config_for(state), cfg.temperature, cfg.top_p, state.request.seed)
         )
-        self._prefill(state)  # overlaps with the worker's first draft
+        return state
 
     def _prefill(self, state: _RequestState) -> None:
         prompt = [int(t) for t in state.request.prompt_ids]
@@ -518,7 +523,9 @@ class _Run:
             worker = self.ex._pool.workers[draft.worker]
             self.ex._send(worker, verdict)
             if verdict.done:
-                self._assign(worker)
+                state = self._assign(worker)
+                if state is not None:
+                    self._prefill(state)  # overlaps with the worker's first draft
 
     def _batched_target_probs(self, states: list[_RequestState], trees: list[DraftTree]) -> list[torch.Tensor]:
         """One target forward over every row's [pending] + tree, on left-padded stacked caches."""
