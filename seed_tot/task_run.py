@@ -64,7 +64,7 @@ def executor_options(opts: TaskRunOptions) -> dict:
         if opts.k < 1:
             raise ConfigError(f"Bad --k {opts.k}: give a positive number of draft tokens.")
         options["k"] = opts.k
-    if options and opts.method not in NEEDS_DRAFT:
+    if options and opts.method not in NEEDS_DRAFT | {"batched-lookup"}:
         raise ConfigError(f"--k/--k-config apply to speculative methods, not to --method {opts.method}.")
     if opts.method.startswith("seed"):
         options["num_workers"] = opts.workers or opts.n_thoughts
