@@ -11,7 +11,6 @@ temperature and writes JSON (--out).
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import click
@@ -22,6 +21,7 @@ from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.speculative import speculative_decode
 from seed_tot.models import load_pair
 from seed_tot.runtime import ModelRunner
+from seed_tot.scheduling.peers import hf_generate_decode
 
 INSTRUCTION = (
     "Answer the question step by step. Write the next reasoning step only: one short sub-question "
@@ -46,33 +46,11 @@ def chat_prompt_ids(target: ModelRunner, question: str) -> list[int]:
     return target.encode(text)
 
 
-def hf_generate(target: ModelRunner, prompt: list[int], config: DecodeConfig, seed: int, assistant=None) -> dict:
-    """transformers generate(), with plain temperature sampling (no top-k / repetition penalty)."""
-    torch.manual_seed(seed)
-    ids = torch.tensor([prompt])
-    kwargs = dict(
-        attention_mask=torch.ones_like(ids),
-        max_new_tokens=config.max_new_tokens,
-        do_sample=not config.greedy,
-        pad_token_id=target.pad_token_id,
-        eos_token_id=sorted(target.eos_token_ids),
-    )
-    if not config.greedy:
-        kwargs.update(temperature=config.temperature, top_p=config.top_p, top_k=0)
-    if assistant is not None:
-        kwargs["assistant_model"] = assistant.model
-    started = time.perf_counter()
-    with torch.inference_mode():
-        out = target.model.generate(ids, **kwargs)
-    seconds = time.perf_counter() - started
-    return {"new_tokens": int(out.shape[1] - len(prompt)), "wall_seconds": seconds}
-
-
 def run_method(name: str, draft, target, prompt, config, seed) -> dict:
-    if name == "hf-generate":
-        return hf_generate(target, prompt, config, seed)
-    if name == "hf-assisted":
-        return hf_generate(target, prompt, config, seed, assistant=draft)
+    if name in ("hf-generate", "hf-assisted"):
+        assistant = draft if name == "hf-assisted" else None
+        stats = hf_generate_decode(target, prompt, config, seed, assistant).stats
+        return {"new_tokens": stats.new_tokens, "wall_seconds": stats.wall_seconds}
     if name == "ar":
         out = autoregressive_decode(target, prompt, config, seed)
     else:
