@@ -34,6 +34,7 @@ from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_decode  # noqa: E
 from seed_tot.decoding.jacobi import jacobi_decode  # noqa: E402
 from seed_tot.decoding.lookahead import lookahead_decode  # noqa: E402
 from seed_tot.models import load_model  # noqa: E402
+from seed_tot.records import RecordLog, settings_key  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -58,6 +59,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-answer-tokens", type=int, default=16)
     parser.add_argument("--forward-widths", default="1,5,9,17", help="forward cost per width ('' skips)")
     parser.add_argument("--output", default="bench_inner.json")
+    parser.add_argument("--records", default=None,
+                        help="JSON-lines log of finished prompts/problems; a rerun with the same file resumes "
+                             "(default: OUTPUT.records.jsonl)")
     return parser.parse_args()
 
 
@@ -98,7 +102,7 @@ def agreement(target, prompt: list[int], reference: list[int], tokens: list[int]
     return row
 
 
-def run_inner(target, problems, args) -> list[dict]:
+def inner_methods(target, args) -> list[tuple[str, object]]:
     config = DecodeConfig(max_new_tokens=args.max_new_tokens)
     methods = [("AR", lambda p: autoregressive_decode(target, p, config))]
     for setting in args.lookahead.split(";"):
@@ -107,22 +111,40 @@ def run_inner(target, problems, args) -> list[dict]:
             target, p, config, window=w, ngram=n, candidates=g)))
     for block in (int(b) for b in args.jacobi_blocks.split(",") if b):
         methods.append((f"Jacobi block={block}", lambda p, b=block: jacobi_decode(target, p, config, block_size=b)))
+    return methods
+
+
+def inner_prompt_rows(target, methods, index: int, problem, rotate: bool) -> list[dict]:
+    """Every method on one prompt, one after another; one row per method."""
+    prompt = cot_prompt_ids(target, problem.question)
+    # Rotate the order per prompt so a drift of the shared machine's load hits every method alike.
+    shift = index % len(methods) if rotate else 0
+    outputs = {}
+    for name, decode in methods[shift:] + methods[:shift]:
+        outputs[name] = decode(prompt)
+    reference = outputs["AR"].token_ids
+    rows = []
+    for name, _ in methods:
+        out = outputs[name]
+        row = {"prompt": index, "problem": problem.id, "method": name, **out.stats.as_dict()}
+        row.update(agreement(target, prompt, reference, out.token_ids))
+        rows.append(row)
+        print(f"  prompt {index} {name}: {out.stats.new_tokens} tokens, {out.stats.wall_seconds:.1f} s, "
+              f"{out.stats.target_forwards} forwards, identical={row['identical']}", file=sys.stderr)
+    return rows
+
+
+def run_inner(target, problems, args, log: RecordLog) -> list[dict]:
+    methods = inner_methods(target, args)
+    settings = {"model": target.name, "dtype": str(target.dtype), "max_new_tokens": args.max_new_tokens,
+                "methods": [name for name, _ in methods], "rotate": args.rotate}
     rows = []
     for index, problem in enumerate(problems):
-        prompt = cot_prompt_ids(target, problem.question)
-        # Rotate the order per prompt so a drift of the shared machine's load hits every method alike.
-        shift = index % len(methods) if args.rotate else 0
-        outputs = {}
-        for name, decode in methods[shift:] + methods[:shift]:
-            outputs[name] = decode(prompt)
-        reference = outputs["AR"].token_ids
-        for name, _ in methods:
-            out = outputs[name]
-            row = {"prompt": index, "method": name, **out.stats.as_dict()}
-            row.update(agreement(target, prompt, reference, out.token_ids))
-            rows.append(row)
-            print(f"  prompt {index} {name}: {out.stats.new_tokens} tokens, {out.stats.wall_seconds:.1f} s, "
-                  f"{out.stats.target_forwards} forwards, identical={row['identical']}", file=sys.stderr)
+        key = settings_key(f"inner/{index}/{problem.id}", settings)
+        record = log.get_or_compute(
+            key, lambda: {"rows": inner_prompt_rows(target, methods, index, problem, args.rotate)}
+        )
+        rows += record["rows"]
     return rows
 
 
@@ -145,28 +167,37 @@ def summarise_inner(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def run_convergence(target, problems, task, args) -> dict:
-    """FastCoT with the per-instance convergence check, capped at the largest cap."""
+def convergence_record(target, problem, task, args, cap: int) -> dict:
+    """FastCoT with the per-instance convergence check on one problem."""
     from tasks.gsm8k import extract_number_answer
 
-    config = DecodeConfig(max_new_tokens=args.cot_max_tokens)
+    out = fastcot_decode(
+        target, cot_prompt_ids(target, problem.question), DecodeConfig(max_new_tokens=args.cot_max_tokens),
+        window=args.fastcot_window, max_iterations=cap, trigger=DEFAULT_TRIGGER,
+        max_answer_tokens=args.max_answer_tokens, check_every=args.check_every,
+        check_answer_tokens=args.check_answer_tokens, init_ids=target.encode(problem.question),
+    )
+    answer = extract_number_answer(target.decode(out.trigger_ids + out.answer_ids))
+    return {"correct": int(task.score(problem, answer)), "answer": answer, "wall_seconds": out.stats.wall_seconds,
+            "iterations": out.iterations, "converged": out.stopped_by == "converged"}
+
+
+def run_convergence(target, problems, task, args, log: RecordLog) -> dict:
+    """FastCoT with the per-instance convergence check, capped at the largest cap."""
     cap = max(int(c) for c in args.fastcot_caps.split(","))
-    correct, wall, iterations, converged = 0, 0.0, 0, 0
-    for problem in problems:
-        out = fastcot_decode(
-            target, cot_prompt_ids(target, problem.question), config, window=args.fastcot_window,
-            max_iterations=cap, trigger=DEFAULT_TRIGGER, max_answer_tokens=args.max_answer_tokens,
-            check_every=args.check_every, check_answer_tokens=args.check_answer_tokens,
-            init_ids=target.encode(problem.question),
-        )
-        answer = extract_number_answer(target.decode(out.trigger_ids + out.answer_ids))
-        correct += int(task.score(problem, answer))
-        wall += out.stats.wall_seconds
-        iterations += out.iterations
-        converged += out.stopped_by == "converged"
-    count = max(len(problems), 1)
-    return {"check_every": args.check_every, "cap": cap, "accuracy": correct / count,
-            "mean_wall_seconds": wall / count, "mean_iterations": iterations / count, "converged": converged}
+    settings = {"model": target.name, "cap": cap, "window": args.fastcot_window, "check_every": args.check_every,
+                "check_answer_tokens": args.check_answer_tokens, "cot_max_tokens": args.cot_max_tokens,
+                "max_answer_tokens": args.max_answer_tokens}
+    records = [
+        log.get_or_compute(settings_key(f"convergence/{p.id}", settings),
+                           lambda p=p: convergence_record(target, p, task, args, cap))
+        for p in problems
+    ]
+    count = max(len(records), 1)
+    return {"check_every": args.check_every, "cap": cap, "accuracy": sum(r["correct"] for r in records) / count,
+            "mean_wall_seconds": sum(r["wall_seconds"] for r in records) / count,
+            "mean_iterations": sum(r["iterations"] for r in records) / count,
+            "converged": sum(r["converged"] for r in records), "answers": [r["answer"] for r in records]}
 
 
 def main() -> None:
@@ -175,13 +206,14 @@ def main() -> None:
     target = load_model("tiny-target" if args.tiny else args.model, dtype="float32" if args.tiny else args.dtype)
     task, problems = gsm8k_problems(None, args.fastcot_offset + max(args.prompts, args.fastcot_problems))
     report: dict = {"args": vars(args), "model": target.name, "dtype": str(target.dtype)}
+    log = RecordLog(args.records or f"{args.output}.records.jsonl")
     started = time.perf_counter()
     if args.forward_widths:
         costs = forward_costs(target, [int(q) for q in args.forward_widths.split(",")])
         report["forward_seconds_by_width"] = costs
         print("forward cost (median s) by new tokens per forward:", {q: round(c, 3) for q, c in costs.items()})
     if args.prompts:
-        rows = run_inner(target, problems[: args.prompts], args)
+        rows = run_inner(target, problems[: args.prompts], args, log)
         report["inner"] = rows
         table = summarise_inner(rows)
         report["inner_table"] = table
@@ -192,11 +224,12 @@ def main() -> None:
         fast = compare_fastcot_with_ar(
             target, subset, task, caps, args.fastcot_window, args.cot_max_tokens, args.max_answer_tokens,
             DEFAULT_TRIGGER, progress=lambda done, total: print(f"  FastCoT {done}/{total}", file=sys.stderr),
+            log=log,
         )
         report["fastcot"] = fast
         print(format_table(fast))
         if args.check_every:
-            report["fastcot_convergence"] = run_convergence(target, subset, task, args)
+            report["fastcot_convergence"] = run_convergence(target, subset, task, args, log)
             print("convergence check:", json.dumps(report["fastcot_convergence"]))
     report["wall_seconds"] = time.perf_counter() - started
     write_json_atomically(Path(args.output), report)

@@ -152,3 +152,32 @@ def test_calibrate_command_on_tiny_model(tmp_path):
     assert "FastCoT cap 2" in result.output
     bad = CliRunner().invoke(main, ["fastcot", "calibrate", "--tiny", "--caps", "0"])
     assert bad.exit_code == 2 and "Bad --caps" in bad.output
+
+
+def test_calibrate_resumes_from_its_records(tmp_path, monkeypatch):
+    """A rerun with the same records file recomputes nothing and reports the same numbers."""
+    import json
+
+    from click.testing import CliRunner
+
+    import seed_tot.commands.fastcot as fastcot_command
+    from seed_tot.cli import main
+
+    output = tmp_path / "calibration.json"
+    args = ["fastcot", "calibrate", "--tiny", "--limit", "2", "--caps", "2", "--max-cot-tokens", "8",
+            "--max-answer-tokens", "2", "--window", "2", "--output", str(output)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    first = json.loads(output.read_text())
+    assert len((tmp_path / "calibration.json.records.jsonl").read_text().splitlines()) == 2
+
+    def must_not_run(*_args, **_kwargs):
+        raise AssertionError("a recorded problem was recomputed")
+
+    monkeypatch.setattr(fastcot_command, "fastcot_problem_record", must_not_run)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    second = json.loads(output.read_text())
+    assert second["ar"] == first["ar"] and second["fastcot"] == first["fastcot"]
+    # other settings are a different unit: computed, not mixed in
+    other = CliRunner().invoke(main, [*args[:-4], "--window", "3", "--output", str(output)])
+    assert other.exit_code == 1 and "recomputed" in str(other.exception)

@@ -11,7 +11,6 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -21,6 +20,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_at_caps
 from seed_tot.errors import ConfigError
+from seed_tot.records import RecordLog, settings_key
 from seed_tot.runtime import ModelRunner
 
 COT_INSTRUCTION = "Solve the following math problem step by step.\n\nQuestion: {question}"
@@ -59,28 +59,71 @@ def parse_caps(text: str) -> list[int]:
     return caps
 
 
-@dataclass
-class Tally:
-    correct: int = 0
-    wall_seconds: float = 0.0
-    target_forwards: int = 0
-    tokens: int = 0
-    iterations: int = 0
-    exact_tokens: int = 0
-    approximate_tokens: int = 0
-    answers: list[str | None] = field(default_factory=list)
+SUMMED = ("wall_seconds", "target_forwards", "tokens", "iterations", "exact_tokens", "approximate_tokens")
 
-    def summary(self, count: int) -> dict:
-        return {
-            "accuracy": self.correct / count,
-            "mean_wall_seconds": self.wall_seconds / count,
-            "mean_target_forwards": self.target_forwards / count,
-            "mean_tokens": self.tokens / count,
-            "mean_iterations": self.iterations / count,
-            "mean_exact_tokens": self.exact_tokens / count,
-            "mean_approximate_tokens": self.approximate_tokens / count,
-            "answers": self.answers,
+
+def summarize_method(rows: list[dict]) -> dict:
+    """Accuracy, per-problem means and answers of one method over its per-problem rows."""
+    count = max(len(rows), 1)
+    summary = {"accuracy": sum(row["correct"] for row in rows) / count}
+    for name in SUMMED:
+        summary[f"mean_{name}"] = sum(row.get(name, 0) for row in rows) / count
+    summary["answers"] = [row["answer"] for row in rows]
+    return summary
+
+
+def fastcot_problem_record(
+    target: ModelRunner, problem, task, caps: list[int], window: int, max_cot_tokens: int,
+    max_answer_tokens: int, trigger: str,
+) -> dict:
+    """AR CoT and FastCoT at each cap (one Jacobi trajectory) on one problem: answers, correctness, cost."""
+    from tasks.gsm8k import extract_number_answer
+
+    config = DecodeConfig(max_new_tokens=max_cot_tokens)
+    prompt = cot_prompt_ids(target, problem.question)
+    reference = autoregressive_decode(target, prompt, config)
+    answer = extract_number_answer(target.decode(reference.token_ids))
+    record = {
+        "id": problem.id,
+        "gold": problem.gold,
+        "ar": {
+            "correct": int(task.score(problem, answer)),
+            "answer": answer,
+            "wall_seconds": reference.stats.wall_seconds,
+            "target_forwards": reference.stats.target_forwards,
+            "tokens": reference.stats.new_tokens,
+            "exact_tokens": reference.stats.new_tokens,
+        },
+        "caps": {},
+    }
+    results = fastcot_at_caps(
+        target, prompt, config, caps, window=window, trigger=trigger,
+        max_answer_tokens=max_answer_tokens, init_ids=target.encode(problem.question),
+    )
+    for result in results:
+        out = result.output
+        fast_answer = extract_number_answer(target.decode(out.trigger_ids + out.answer_ids))
+        record["caps"][str(result.cap)] = {
+            "correct": int(task.score(problem, fast_answer)),
+            "answer": fast_answer,
+            "wall_seconds": result.wall_seconds,
+            "target_forwards": out.stats.target_forwards,
+            "tokens": out.stats.new_tokens,
+            "iterations": out.iterations,
+            "exact_tokens": len(out.exact_ids),
+            "approximate_tokens": len(out.approximate_ids),
         }
+    return record
+
+
+def summarize_fastcot(records: list[dict], caps: list[int]) -> dict:
+    """The comparison report of AR CoT and FastCoT at each cap over per-problem records."""
+    return {
+        "problems": [r["id"] for r in records],
+        "golds": [r["gold"] for r in records],
+        "ar": summarize_method([r["ar"] for r in records]),
+        "fastcot": {str(cap): summarize_method([r["caps"][str(cap)] for r in records]) for cap in caps},
+    }
 
 
 def compare_fastcot_with_ar(
@@ -93,46 +136,23 @@ def compare_fastcot_with_ar(
     max_answer_tokens: int,
     trigger: str,
     progress=None,
+    log: RecordLog | None = None,
 ) -> dict:
-    """Accuracy and cost of AR CoT and of FastCoT at each cap on the same problems."""
-    config = DecodeConfig(max_new_tokens=max_cot_tokens)
-    ar, per_cap = Tally(), {cap: Tally() for cap in caps}
-    from tasks.gsm8k import extract_number_answer
+    """Accuracy and cost of AR CoT and of FastCoT at each cap on the same problems.
 
+    With a RecordLog, problems already recorded under the same settings are not recomputed
+    and each finished problem is recorded at once, so an interrupted run resumes where it stopped.
+    """
+    log = log if log is not None else RecordLog(None)
+    settings = {"model": target.name, "caps": caps, "window": window, "max_cot_tokens": max_cot_tokens,
+                "max_answer_tokens": max_answer_tokens, "trigger": trigger}
+    records = []
     for index, problem in enumerate(problems):
-        prompt = cot_prompt_ids(target, problem.question)
-        question = target.encode(problem.question)
-        reference = autoregressive_decode(target, prompt, config)
-        answer = extract_number_answer(target.decode(reference.token_ids))
-        ar.correct += int(task.score(problem, answer))
-        ar.wall_seconds += reference.stats.wall_seconds
-        ar.target_forwards += reference.stats.target_forwards
-        ar.tokens += reference.stats.new_tokens
-        ar.answers.append(answer)
-        results = fastcot_at_caps(
-            target, prompt, config, caps, window=window, trigger=trigger,
-            max_answer_tokens=max_answer_tokens, init_ids=question,
-        )
-        for result in results:
-            out, tally = result.output, per_cap[result.cap]
-            fast_answer = extract_number_answer(target.decode(out.trigger_ids + out.answer_ids))
-            tally.correct += int(task.score(problem, fast_answer))
-            tally.wall_seconds += result.wall_seconds
-            tally.target_forwards += out.stats.target_forwards
-            tally.tokens += out.stats.new_tokens
-            tally.iterations += out.iterations
-            tally.exact_tokens += len(out.exact_ids)
-            tally.approximate_tokens += len(out.approximate_ids)
-            tally.answers.append(fast_answer)
+        records.append(log.get_or_compute(settings_key(f"fastcot/{problem.id}", settings), lambda: fastcot_problem_record(
+            target, problem, task, caps, window, max_cot_tokens, max_answer_tokens, trigger)))
         if progress is not None:
             progress(index + 1, len(problems))
-    count = max(len(problems), 1)
-    return {
-        "problems": [p.id for p in problems],
-        "golds": [p.gold for p in problems],
-        "ar": ar.summary(count),
-        "fastcot": {str(cap): per_cap[cap].summary(count) for cap in caps},
-    }
+    return summarize_fastcot(records, caps)
 
 
 def choose_cap(report: dict, max_loss: float) -> int | None:
@@ -187,8 +207,10 @@ def fastcot() -> None:
 @click.option("--threads", default=None, type=click.IntRange(1), help="torch threads (default: torch's choice).")
 @click.option("--data", default=None, help="GSM8K jsonl (default: the vendored test set).")
 @click.option("--output", default="fastcot_calibration.json", show_default=True, type=click.Path(dir_okay=False))
+@click.option("--records", default=None, type=click.Path(dir_okay=False),
+              help="JSON-lines log of finished problems; a rerun with the same file resumes (default: OUTPUT.records.jsonl).")
 def calibrate(caps, limit, max_loss, window, max_cot_tokens, max_answer_tokens, trigger, model, tiny, dtype,
-              threads, data, output) -> None:
+              threads, data, output, records) -> None:
     """Run AR CoT and FastCoT at each cap on GSM8K; choose the smallest cap within --max-loss."""
     from seed_tot.models import load_model
 
@@ -201,6 +223,7 @@ def calibrate(caps, limit, max_loss, window, max_cot_tokens, max_answer_tokens, 
     report = compare_fastcot_with_ar(
         target, problems, task, cap_list, window, max_cot_tokens, max_answer_tokens, trigger,
         progress=lambda done, total: click.echo(f"  {done}/{total} problems", err=True),
+        log=RecordLog(records or f"{output}.records.jsonl"),
     )
     chosen = choose_cap(report, max_loss)
     report.update(
