@@ -71,17 +71,37 @@ def summarize(records: list[dict]) -> dict:
     return summary
 
 
-def print_table(temperature: float, summaries: dict[str, dict]) -> None:
+def median_ratio_to_ar(records: dict[str, list[dict]], name: str) -> float:
+    """Median over prompts of (method tokens/s) / (our AR tokens/s) on the same prompt: robust to
+    a few prompts slowed by a burst of load on the shared machine."""
+    from statistics import median
+
+    def rate(r):
+        return r["new_tokens"] / r["wall_seconds"]
+
+    return median(rate(m) / rate(a) for m, a in zip(records[name], records["ar"]))
+
+
+def print_table(temperature: float, summaries: dict[str, dict], records: dict[str, list[dict]]) -> None:
     base = summaries["ar"]["tokens_per_second"]
     click.echo(f"\ntemperature {temperature}")
-    click.echo(f"{'method':<22}{'tokens/s':>10}{'vs our AR':>11}{'accept':>9}{'tok/target fwd':>16}")
+    click.echo(f"{'method':<22}{'tokens/s':>10}{'vs our AR':>11}{'median/prompt':>15}{'accept':>9}{'tok/target fwd':>16}")
     for name, s in summaries.items():
         acc = s.get("acceptance_rate")
         tpf = s.get("tokens_per_target_forward")
         click.echo(
             f"{name:<22}{s['tokens_per_second']:>10.2f}{s['tokens_per_second'] / base:>10.2f}x"
+            f"{median_ratio_to_ar(records, name):>14.2f}x"
             f"{(f'{acc:.2f}' if acc is not None else '-'):>9}{(f'{tpf:.2f}' if tpf is not None else '-'):>16}"
         )
+
+
+def print_report(report: dict) -> None:
+    """The tables of a JSON report written by an earlier run."""
+    for temperature, result in report["results"].items():
+        print_table(float(temperature), result["summary"], result["records"])
+        if result.get("best_sd"):
+            click.echo(f"best SD: {result['best_sd']}")
 
 
 @click.command()
@@ -96,7 +116,12 @@ def print_table(temperature: float, summaries: dict[str, dict]) -> None:
 @click.option("--data", type=click.Path(path_type=Path), default=None, help="GSM8K test.jsonl.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="Write the results as JSON.")
 @click.option("--seed", default=0, show_default=True)
-def main(prompts, max_new_tokens, temperatures, sd_ks, k_config, threads, dtype, no_peers, data, out, seed):
+@click.option("--from-json", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Only print the tables of a JSON report written by --out.")
+def main(prompts, max_new_tokens, temperatures, sd_ks, k_config, threads, dtype, no_peers, data, out, seed, from_json):
+    if from_json:
+        print_report(json.loads(from_json.read_text()))
+        return
     torch.set_num_threads(threads)
     draft, target = load_pair("default-draft", "default-target", dtype=dtype)
     questions = gsm8k_questions(data, prompts)
@@ -136,7 +161,7 @@ def main(prompts, max_new_tokens, temperatures, sd_ks, k_config, threads, dtype,
         summaries = {name: summarize(rs) for name, rs in records.items()}
         sd_names = [n for n in methods if n.startswith("sd:")]
         best_sd = max(sd_names, key=lambda n: summaries[n]["tokens_per_second"]) if sd_names else None
-        print_table(temperature, summaries)
+        print_table(temperature, summaries, records)
         if best_sd:
             click.echo(f"best SD: {best_sd}")
         report["results"][str(temperature)] = {"summary": summaries, "best_sd": best_sd, "records": records}
