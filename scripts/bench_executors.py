@@ -247,9 +247,12 @@ def markdown(rows: list[dict]) -> str:
 @click.option("--scaling", default="", help="n values for the thought-workload scaling run, e.g. 1,2,3,4,5,6")
 @click.option("--scaling-methods", default="ar,batched,batched-sd,seed+all", show_default=True)
 @click.option("--scaling-temperature", default=1.0, show_default=True)
+@click.option("--ignore-eos", is_flag=True,
+              help="every request makes exactly --new-tokens (equal lengths across methods; sampled requests "
+                   "otherwise stop at EOS at different points per method)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
 def main(new_tokens, temperatures, workloads, methods, n, problems, first_problem, threads, scaling, scaling_methods,
-         scaling_temperature, out_dir):
+         scaling_temperature, ignore_eos, out_dir):
     labels = [m.strip() for m in methods.split(",") if m.strip()]
     unknown = [m for m in labels + scaling_methods.split(",") if m and m not in CONFIGS]
     if unknown:
@@ -274,7 +277,7 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
         cells.append(("thought", scaling_temperature, n_scale, first_problem, scaling_methods.split(",")))
     try:
         for cell_index, (workload, temperature, cell_n, p, cell_labels) in enumerate(cells):
-            config = DecodeConfig(max_new_tokens=new_tokens, temperature=temperature)
+            config = DecodeConfig(max_new_tokens=new_tokens, temperature=temperature, ignore_eos=ignore_eos)
             if workload == "thought":
                 requests = thought_requests(task, formatter, all_problems[p], cell_n, config)
             else:

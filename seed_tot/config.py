@@ -28,6 +28,9 @@ class DecodeConfig(BaseModel):
     temperature: float = Field(0.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     stop: tuple[str, ...] = ()
+    # For benchmarks: every request makes exactly max_new_tokens, so executors compare on equal
+    # lengths (sampled requests otherwise end at EOS at different points per method).
+    ignore_eos: bool = False
 
     @property
     def greedy(self) -> bool:

@@ -125,3 +125,21 @@ def test_serial_executor_errors_are_clear(tiny_pair):
     with pytest.raises(ConfigError, match="draft length"):
         serial_executor("sd", target, draft, k=0)
     assert isinstance(serial_executor("ar", target), SerialExecutor)
+
+
+def test_ignore_eos_makes_every_request_reach_max_new_tokens(tiny_pair, monkeypatch):
+    """Benchmarks compare executors on equal lengths: with ignore_eos nobody stops at EOS,
+    and the tokens up to where EOS would have stopped are the same."""
+    from seed_tot.scheduling.batched import BatchedARExecutor
+
+    _, target = tiny_pair
+    prompt = prompt_tokens(77, 9)
+    free = autoregressive_decode(target, prompt, DecodeConfig(max_new_tokens=20, temperature=1.0), seed=3)
+    monkeypatch.setattr(target, "eos_token_ids", frozenset({free.token_ids[5]}))
+    stopped = autoregressive_decode(target, prompt, DecodeConfig(max_new_tokens=20, temperature=1.0), seed=3)
+    assert stopped.finish_reason == "eos" and len(stopped.token_ids) <= 6
+    config = DecodeConfig(max_new_tokens=20, temperature=1.0, ignore_eos=True)
+    ignoring = autoregressive_decode(target, prompt, config, seed=3)
+    assert ignoring.token_ids == free.token_ids and ignoring.finish_reason == "length"
+    batched = BatchedARExecutor(target).run([GenerationRequest(prompt, config, seed=3)] * 2)
+    assert [r.token_ids for r in batched] == [free.token_ids] * 2

@@ -164,7 +164,7 @@ def tree_depth(tree: DraftTree) -> int:
 def stop_criteria(target: ModelRunner, config: DecodeConfig) -> StopCriteria:
     return StopCriteria(
         max_new_tokens=config.max_new_tokens,
-        eos_token_ids=target.eos_token_ids,
+        eos_token_ids=frozenset() if config.ignore_eos else target.eos_token_ids,
         stop_strings=tuple(config.stop),
         decode=target.decode,
     )

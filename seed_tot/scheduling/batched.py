@@ -22,7 +22,7 @@ import torch
 from seed_tot.config import parse_k_config
 from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities, sample
-from seed_tot.decoding.speculative import draft_children, tree_depth
+from seed_tot.decoding.speculative import draft_children, stop_criteria, tree_depth
 from seed_tot.decoding.verify import DraftTree, verify_tree
 from seed_tot.errors import ConfigError
 from seed_tot.runtime.ragged import RaggedBatchCache
@@ -74,7 +74,7 @@ def _check_requests(requests: list[GenerationRequest]) -> None:
 
 def _new_row(request: GenerationRequest, runner: ModelRunner, depth: int = 0) -> _Row:
     config = request.config
-    stop = StopCriteria(config.max_new_tokens, runner.eos_token_ids, tuple(config.stop), runner.decode)
+    stop = stop_criteria(runner, config)
     return _Row(
         request=request,
         stop=stop,
