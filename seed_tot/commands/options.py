@@ -8,7 +8,7 @@ from seed_tot.scheduling.factory import METHODS
 
 # The fastest lossless executor measured on this 2-core CPU (docs/executors.md); on a GPU,
 # where a draft forward costs ~2% of a target forward, batched-sd is expected to win.
-DEFAULT_METHOD = "batched"
+DEFAULT_METHOD = "batched-lookup"  # fastest lossless executor measured here (README, Results)
 
 
 def _apply(f, options):

@@ -7,7 +7,7 @@
 | batched       | all requests in one batch, one target forward per token          | no            |
 | batched-sd    | speculative decoding batched across requests (k or k_config)    | yes           |
 | batched-mcsd  | batched-sd with a token tree (k_config, default 2,2,1)           | yes           |
-| batched-lookup| batched speculation with n-gram lookup drafts (k, default 4)     | no            |
+| batched-lookup| batched speculation with n-gram lookup drafts (k, default 2)     | no            |
 | seed          | SEED: parallel draft processes + one verifier (k, default 3)     | yes           |
 | seed-mcsd     | SEED with token trees (k_config, default 2,2,1)                  | yes           |
 | lookahead / jacobi / fastcot | single-sequence decoders run request by request   | no            |
@@ -79,7 +79,7 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
         _check_options(method, options, BATCHED_LOOKUP_OPTIONS)
         from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
 
-        k_config = _k_config(options, (1,) * 4)
+        k_config = _k_config(options, (1,) * 2)
         return BatchedSpeculativeExecutor(target, None, k_config, name=method, drafter="lookup", **options)
     if method in ("seed", "seed-mcsd"):
         return _seed(method, target, draft, options)
