@@ -185,8 +185,8 @@ def convergence_record(target, problem, task, args, cap: int) -> dict:
 def run_convergence(target, problems, task, args, log: RecordLog) -> dict:
     """FastCoT with the per-instance convergence check, capped at the largest cap."""
     cap = max(int(c) for c in args.fastcot_caps.split(","))
-    settings = {"model": target.name, "cap": cap, "window": args.fastcot_window, "check_every": args.check_every,
-                "check_answer_tokens": args.check_answer_tokens, "cot_max_tokens": args.cot_max_tokens,
+    settings = {"model": target.name, "dtype": str(target.dtype), "cap": cap, "window": args.fastcot_window,
+                "check_every": args.check_every, "check_answer_tokens": args.check_answer_tokens, "cot_max_tokens": args.cot_max_tokens,
                 "max_answer_tokens": args.max_answer_tokens}
     records = [
         log.get_or_compute(settings_key(f"convergence/{p.id}", settings),

@@ -144,8 +144,8 @@ def compare_fastcot_with_ar(
     and each finished problem is recorded at once, so an interrupted run resumes where it stopped.
     """
     log = log if log is not None else RecordLog(None)
-    settings = {"model": target.name, "caps": caps, "window": window, "max_cot_tokens": max_cot_tokens,
-                "max_answer_tokens": max_answer_tokens, "trigger": trigger}
+    settings = {"model": target.name, "dtype": str(target.dtype), "caps": caps, "window": window,
+                "max_cot_tokens": max_cot_tokens, "max_answer_tokens": max_answer_tokens, "trigger": trigger}
     records = []
     for index, problem in enumerate(problems):
         records.append(log.get_or_compute(settings_key(f"fastcot/{problem.id}", settings), lambda: fastcot_problem_record(
