@@ -10,8 +10,12 @@ methods are compared under the same machine load; speedups are per cell against 
 aggregates are total new tokens / total seconds. Executors are warmed up (and SEED's workers
 spawned and loaded) before timing. In-process methods run with --threads torch threads; SEED
 sets its own (target 1 thread, each worker 1 thread by default). Prints a markdown table and
-writes JSON + markdown to --out. --scaling 1,2,...,6 adds the thought workload at those n
-(paper Fig. 7b) for --scaling-methods.
+writes JSON, markdown and plots to --out (speedup bars, SEED schedule Gantt and target
+utilization like the paper's Fig. 3b / 7a, and the scaling plot). --scaling 1,2,...,6 adds the
+thought workload at those n (paper Fig. 7b) for --scaling-methods.
+
+Every finished (cell, method) measurement is appended to --records (default OUT/records.jsonl);
+a rerun with the same settings skips what is recorded, so a long run can stop and resume.
 """
 
 from __future__ import annotations
@@ -32,8 +36,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from seed_tot.config import DecodeConfig  # noqa: E402
+from seed_tot.metrics import event_records  # noqa: E402
 from seed_tot.models import load_pair  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
+from seed_tot.records import RecordLog, settings_key  # noqa: E402
 from seed_tot.scheduling.factory import make_executor  # noqa: E402
 from seed_tot.scheduling.requests import GenerationRequest, GenerationResult  # noqa: E402
 from tasks.gsm8k import Gsm8kTask  # noqa: E402
@@ -101,6 +107,8 @@ class Measurement:
     accepted: int
     target_busy: float | None
     extra: dict = field(default_factory=dict)
+    part: str = "main"  # "main" (the workload table) or "scaling" (the n sweep)
+    events: list[dict] = field(default_factory=list, repr=False)  # SEED's scheduler events
 
     @property
     def tokens_per_s(self) -> float:
@@ -179,7 +187,9 @@ def measure(executors: Executors, label: str, requests, workload: str, temperatu
         proposed=sum(s.draft_tokens_proposed for s in stats),
         accepted=sum(s.draft_tokens_accepted for s in stats),
         target_busy=target_busy(executor, seconds),
-        extra={"finish": [r.finish_reason for r in results], "first_text": results[0].text[:160]},
+        extra={"finish": [r.finish_reason for r in results], "first_text": results[0].text[:160],
+               "finished_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "load": load_average()},
+        events=event_records(getattr(executor, "last_events", None) or []),
     )
     print(
         f"  {workload:8s} T={temperature:<4} n={len(requests)} cell {cell} {label:22s} "
@@ -250,21 +260,31 @@ def markdown(rows: list[dict]) -> str:
 @click.option("--ignore-eos", is_flag=True,
               help="every request makes exactly --new-tokens (equal lengths across methods; sampled requests "
                    "otherwise stop at EOS at different points per method)")
+@click.option("--tiny", is_flag=True, help="the tiny random-weight pair built in-process (a smoke run, not a measurement)")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None)
+@click.option("--records", "records_path", type=click.Path(dir_okay=False), default=None,
+              help="JSON-lines log of finished measurements, skipped on a rerun (default: OUT/records.jsonl)")
 def main(new_tokens, temperatures, workloads, methods, n, problems, first_problem, threads, scaling, scaling_methods,
-         scaling_temperature, ignore_eos, out_dir):
+         scaling_temperature, ignore_eos, tiny, out_dir, records_path):
     labels = [m.strip() for m in methods.split(",") if m.strip()]
-    unknown = [m for m in labels + scaling_methods.split(",") if m and m not in CONFIGS]
+    scale_labels = [m.strip() for m in scaling_methods.split(",") if m.strip()]
+    unknown = [m for m in labels + scale_labels if m not in CONFIGS]
     if unknown:
         raise click.BadParameter(f"unknown methods {unknown}; choose from {', '.join(CONFIGS)}")
     started_at, load_before = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), load_average()
     torch.set_num_threads(threads)
-    draft, target = load_pair("default-draft", "default-target", dtype="bfloat16", device="cpu")
+    if tiny:
+        draft, target = load_pair("tiny-draft", "tiny-target", dtype="float32", device="cpu")
+    else:
+        draft, target = load_pair("default-draft", "default-target", dtype="bfloat16", device="cpu")
     task, formatter = Gsm8kTask(), PromptFormatter(target.tokenizer)
     raw_rows = [l for l in Path(task_data_path()).read_text().splitlines() if l.strip()]
     all_problems = task.load()
     for problem, line in zip(all_problems, raw_rows):
         problem.meta["answer"] = json.loads(line)["answer"]
+    log = RecordLog(records_path or (Path(out_dir) / "records.jsonl" if out_dir else None))
+    settings = {"draft": draft.name, "target": target.name, "dtype": str(target.dtype), "threads": threads,
+                "new_tokens": new_tokens, "ignore_eos": ignore_eos}
     executors = Executors(draft, target, threads, n)
     measurements: list[Measurement] = []
     failures: list[dict] = []
@@ -272,11 +292,11 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
     for workload in [w.strip() for w in workloads.split(",") if w.strip()]:
         for temperature in [float(t) for t in temperatures.split(",")]:
             for p in range(problems):
-                cells.append((workload, temperature, n, first_problem + p, labels))
+                cells.append(("main", workload, temperature, n, first_problem + p, labels))
     for n_scale in [int(x) for x in scaling.split(",") if x.strip()]:
-        cells.append(("thought", scaling_temperature, n_scale, first_problem, scaling_methods.split(",")))
+        cells.append(("scaling", "thought", scaling_temperature, n_scale, first_problem, scale_labels))
     try:
-        for cell_index, (workload, temperature, cell_n, p, cell_labels) in enumerate(cells):
+        for cell_index, (part, workload, temperature, cell_n, p, cell_labels) in enumerate(cells):
             config = DecodeConfig(max_new_tokens=new_tokens, temperature=temperature, ignore_eos=ignore_eos)
             if workload == "thought":
                 requests = thought_requests(task, formatter, all_problems[p], cell_n, config)
@@ -285,12 +305,22 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
             # rotate the order from cell to cell so no method always runs first
             order = cell_labels[cell_index % len(cell_labels) :] + cell_labels[: cell_index % len(cell_labels)]
             for label in order:
+                key = settings_key(f"{part}/{workload}/T={temperature}/n={cell_n}/problem={p}/{label}",
+                                   settings | {"config": CONFIGS[label]})
+                recorded = log.get(key)
+                if recorded is not None:
+                    measurements.append(Measurement(**recorded))
+                    continue
                 try:
-                    measurements.append(measure(executors, label, requests, workload, temperature, cell_index))
+                    measurement = measure(executors, label, requests, workload, temperature, cell_index)
                 except Exception as exc:  # one failing method must not lose the others' numbers
                     print(f"  {label} FAILED: {type(exc).__name__}: {exc}", flush=True)
                     failures.append({"method": label, "cell": cell_index, "error": f"{type(exc).__name__}: {exc}"})
                     executors.release_processes()
+                    continue
+                measurement.part = part
+                log.add(key, vars(measurement))
+                measurements.append(measurement)
             executors.release_processes()
             save(out_dir, measurements, failures, executors, started_at, load_before, threads, final=False)
     finally:
@@ -299,9 +329,13 @@ def main(new_tokens, temperatures, workloads, methods, n, problems, first_proble
 
 
 def save(out_dir, measurements, failures, executors, started_at, load_before, threads, final: bool) -> None:
-    """Write JSON + markdown (after every cell too, so an interrupted run keeps its numbers)."""
-    rows = summarize(measurements)
-    table = markdown(rows)
+    """Write JSON + markdown (after every cell too, so an interrupted run keeps its numbers), and
+    the plots at the end."""
+    main_rows = summarize([m for m in measurements if m.part == "main"])
+    scaling_rows = summarize([m for m in measurements if m.part == "scaling"])
+    table = markdown(main_rows)
+    if scaling_rows:
+        table += "\n\nScaling with n (thought workload):\n\n" + markdown(scaling_rows)
     if final:
         print(table)
     meta = {
@@ -322,12 +356,34 @@ def save(out_dir, measurements, failures, executors, started_at, load_before, th
     if out_dir:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "bench_executors.json").write_text(
-            json.dumps({"meta": meta, "summary": rows, "measurements": [vars(m) for m in measurements]}, indent=2)
-        )
+        measured = [{k: v for k, v in vars(m).items() if k != "events"} for m in measurements]
+        (out / "bench_executors.json").write_text(json.dumps(
+            {"meta": meta, "summary": main_rows, "scaling": scaling_rows, "measurements": measured}, indent=2))
         (out / "bench_executors.md").write_text(f"Command: `{meta['command']}`\n\n{table}\n")
         if final:
-            print(f"wrote {out / 'bench_executors.json'} and {out / 'bench_executors.md'}")
+            paths = write_plots(out, main_rows, scaling_rows, measurements)
+            print(f"wrote {out / 'bench_executors.json'}, {out / 'bench_executors.md'} and "
+                  f"{', '.join(p.name for p in paths)}")
+
+
+def write_plots(out: Path, main_rows: list[dict], scaling_rows: list[dict], measurements: list[Measurement]) -> list[Path]:
+    """Speedup bars, the scaling plot, and the schedule and target utilization of one SEED run."""
+    from seed_tot.bench_plots import SpeedupBar, plot_scaling, plot_speedups
+    from seed_tot.plots import plot_schedule, plot_target_utilization
+    from seed_tot.scheduling.events import Event
+
+    bars = [SpeedupBar(r["workload"], r["temperature"], r["method"], r["speedup_vs_ar"]) for r in main_rows]
+    paths = [plot_speedups(bars, out / "speedup.png")] if bars else []
+    if scaling_rows:
+        paths.append(plot_scaling(scaling_rows, out / "scaling.png"))
+    seed_runs = [m for m in measurements if m.events and m.part == "main"]
+    plain = [m for m in seed_runs if m.label == "seed"] or seed_runs
+    if plain:
+        events = [Event(**e) for e in plain[0].events]
+        title = f"{plain[0].label}: {plain[0].workload}, T={plain[0].temperature}, n={plain[0].n}"
+        paths.append(plot_schedule(events, out / "schedule.png", title=title))
+        paths.append(plot_target_utilization(events, out / "utilization.png"))
+    return paths
 
 
 def task_data_path() -> Path:

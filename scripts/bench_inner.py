@@ -55,6 +55,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--fastcot-caps", default="8,16,32")
     parser.add_argument("--check-every", type=int, default=4, help="convergence-check interval (0: off)")
     parser.add_argument("--check-answer-tokens", type=int, default=6)
+    parser.add_argument("--check-problems", type=int, default=None,
+                        help="run the convergence check on the first this many FastCoT problems (default: all)")
     parser.add_argument("--cot-max-tokens", type=int, default=256)
     parser.add_argument("--max-answer-tokens", type=int, default=16)
     parser.add_argument("--forward-widths", default="1,5,9,17", help="forward cost per width ('' skips)")
@@ -229,7 +231,7 @@ def main() -> None:
         report["fastcot"] = fast
         print(format_table(fast))
         if args.check_every:
-            report["fastcot_convergence"] = run_convergence(target, subset, task, args, log)
+            report["fastcot_convergence"] = run_convergence(target, subset[: args.check_problems], task, args, log)
             print("convergence check:", json.dumps(report["fastcot_convergence"]))
     report["wall_seconds"] = time.perf_counter() - started
     write_json_atomically(Path(args.output), report)

@@ -185,3 +185,24 @@ def test_real_target_lookahead_and_jacobi_agree_with_ar():
                 logits = target.forward(torch.tensor([prompt + expected[:same]]), logits_to_keep=1)[0, -1]
                 top = logits.topk(2).values
                 assert float(top[0] - top[1]) < 0.5, (problem.id, same)
+
+
+@requires_real_models
+def test_real_target_lookahead_and_jacobi_equal_ar_in_float32():
+    """float32 real target, 3 GSM8K prompts x 32 tokens: token-identical to AR, no tolerance.
+
+    float32 leaves no bfloat16-sized near-ties, so this is the strict form of the test above.
+    """
+    from seed_tot.commands.fastcot import cot_prompt_ids, gsm8k_problems
+    from seed_tot.decoding.jacobi import jacobi_decode
+    from seed_tot.models import load_model
+
+    target = load_model("default-target", dtype="float32")
+    _, problems = gsm8k_problems(None, 3)
+    config = DecodeConfig(max_new_tokens=32)
+    for problem in problems:
+        prompt = cot_prompt_ids(target, problem.question)
+        expected, _ = reference_greedy(target, prompt, config)
+        assert lookahead_decode(target, prompt, config, window=4, ngram=3, candidates=4).token_ids == expected
+        assert lookahead_decode(target, prompt, config, window=7, ngram=4, candidates=7).token_ids == expected
+        assert jacobi_decode(target, prompt, config, block_size=4).token_ids == expected
