@@ -158,6 +158,27 @@ def test_ngram_drafter_sampling_keeps_the_target_distribution():
     assert chisquare(observed, [e * scale for e in expected]).pvalue > 1e-3
 
 
+def real_target_cases(dtype: str, max_new_tokens: int):
+    """The real default target, and (prompt, AR output, lookahead and Jacobi outputs) on 3 GSM8K prompts."""
+    from seed_tot.commands.fastcot import cot_prompt_ids, gsm8k_problems
+    from seed_tot.decoding.jacobi import jacobi_decode
+    from seed_tot.models import load_model
+
+    target = load_model("default-target", dtype=dtype)
+    _, problems = gsm8k_problems(None, 3)
+    config = DecodeConfig(max_new_tokens=max_new_tokens)
+    cases = []
+    for problem in problems:
+        prompt = cot_prompt_ids(target, problem.question)
+        outputs = [
+            lookahead_decode(target, prompt, config, window=4, ngram=3, candidates=4).token_ids,
+            lookahead_decode(target, prompt, config, window=7, ngram=4, candidates=7).token_ids,
+            jacobi_decode(target, prompt, config, block_size=4).token_ids,
+        ]
+        cases.append((prompt, reference_greedy(target, prompt, config)[0], outputs))
+    return target, cases
+
+
 @requires_real_models
 def test_real_target_lookahead_and_jacobi_agree_with_ar():
     """bfloat16 real target, 3 GSM8K prompts: outputs equal AR, or diverge only at a near-tie.
@@ -166,25 +187,14 @@ def test_real_target_lookahead_and_jacobi_agree_with_ar():
     argmax can flip where the top two logits nearly tie (see DESIGN.md); then the divergence
     must sit at such a tie in AR's own logits.
     """
-    from seed_tot.commands.fastcot import cot_prompt_ids, gsm8k_problems
-    from seed_tot.decoding.jacobi import jacobi_decode
-    from seed_tot.models import load_model
-
-    target = load_model("default-target", dtype="bfloat16")
-    _, problems = gsm8k_problems(None, 3)
-    config = DecodeConfig(max_new_tokens=24)
-    for problem in problems:
-        prompt = cot_prompt_ids(target, problem.question)
-        expected, _ = reference_greedy(target, prompt, config)
-        for out in (
-            lookahead_decode(target, prompt, config, window=5, ngram=4, candidates=5),
-            jacobi_decode(target, prompt, config, block_size=4),
-        ):
-            if out.token_ids != expected:
-                same = next(i for i, (a, b) in enumerate(zip(out.token_ids, expected)) if a != b)
+    target, cases = real_target_cases("bfloat16", 24)
+    for prompt, expected, outputs in cases:
+        for tokens in outputs:
+            if tokens != expected:
+                same = next(i for i, (a, b) in enumerate(zip(tokens, expected)) if a != b)
                 logits = target.forward(torch.tensor([prompt + expected[:same]]), logits_to_keep=1)[0, -1]
                 top = logits.topk(2).values
-                assert float(top[0] - top[1]) < 0.5, (problem.id, same)
+                assert float(top[0] - top[1]) < 0.5, same
 
 
 @requires_real_models
@@ -193,16 +203,6 @@ def test_real_target_lookahead_and_jacobi_equal_ar_in_float32():
 
     float32 leaves no bfloat16-sized near-ties, so this is the strict form of the test above.
     """
-    from seed_tot.commands.fastcot import cot_prompt_ids, gsm8k_problems
-    from seed_tot.decoding.jacobi import jacobi_decode
-    from seed_tot.models import load_model
-
-    target = load_model("default-target", dtype="float32")
-    _, problems = gsm8k_problems(None, 3)
-    config = DecodeConfig(max_new_tokens=32)
-    for problem in problems:
-        prompt = cot_prompt_ids(target, problem.question)
-        expected, _ = reference_greedy(target, prompt, config)
-        assert lookahead_decode(target, prompt, config, window=4, ngram=3, candidates=4).token_ids == expected
-        assert lookahead_decode(target, prompt, config, window=7, ngram=4, candidates=7).token_ids == expected
-        assert jacobi_decode(target, prompt, config, block_size=4).token_ids == expected
+    _, cases = real_target_cases("float32", 32)
+    for _, expected, outputs in cases:
+        assert outputs == [expected] * len(outputs)
