@@ -28,15 +28,24 @@ def plot_speedups(cells, path: str | Path) -> Path:
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     width = 0.8 / max(1, len(rows))
+    colors = _distinct_colors(len(rows))
     for i, row in enumerate(rows):
         xs = [g + i * width for g in range(len(groups))]
-        axes.bar(xs, [index.get((row, task, t), 0.0) for task, t in groups], width, label=row)
+        axes.bar(xs, [index.get((row, task, t), 0.0) for task, t in groups], width, label=row, color=colors[i])
     axes.axhline(1.0, color="black", linewidth=0.8)
     axes.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))])
     axes.set_xticklabels([f"{task}\nT={t}" for task, t in groups])
     axes.set_ylabel("speedup over AR (tokens/s)")
     axes.legend(fontsize=7, ncol=2)
     return _save(figure, path)
+
+
+def _distinct_colors(count: int) -> list:
+    """One color per bar series; matplotlib's default cycle repeats after 10."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab10" if count <= 10 else "tab20"]
+    return [palette(i % palette.N) for i in range(count)]
 
 
 def plot_scaling(rows: list[dict], path: str | Path) -> Path:

@@ -76,7 +76,7 @@ def test_batched_sd_greedy_equals_ar(tiny_pair, k_config, options):
     assert set(executor.last_timing) == {"wall_seconds", "target_seconds", "draft_seconds"}
 
 
-@pytest.mark.parametrize("options", [{}, {"adaptive_k": True, "max_ngram": 2}])
+@pytest.mark.parametrize("options", [{}, {"adaptive_k": True, "max_ngram": 2}, {"min_ngram": 2}])
 def test_batched_lookup_greedy_equals_ar(tiny_pair, options):
     draft, target = tiny_pair
     requests = requests_for(target.tokenizer)
@@ -96,6 +96,14 @@ def test_lookup_continuation_prefers_own_context_then_other_rows():
     assert lookup_continuation([1, 2, 3], [[0, 1, 2, 3, 6]], 5) == [6]  # longest n-gram wins
     assert lookup_continuation([1, 2], [[3, 4]], 4) == []
     assert lookup_continuation([1, 2, 1], [], 0) == []
+    assert lookup_continuation([1, 2, 3, 9, 5, 3], [], 2, 3, 1) == [9, 5]
+    assert lookup_continuation([1, 2, 3, 9, 5, 3], [], 2, 3, 2) == []  # only a one-token match
+
+
+def test_batched_lookup_refuses_bad_ngram_sizes(tiny_pair):
+    _, target = tiny_pair
+    with pytest.raises(ConfigError, match="min_ngram"):
+        BatchedSpeculativeExecutor(target, None, (1, 1), drafter="lookup", min_ngram=3, max_ngram=2)
 
 
 def test_batched_sd_greedy_equals_ar_with_eager_attention(tiny_eager_pair):

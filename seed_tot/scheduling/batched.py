@@ -255,6 +255,7 @@ class BatchedSpeculativeExecutor:
         name: str = "batched-sd",
         drafter: str = "model",
         max_ngram: int = 3,
+        min_ngram: int = 1,
     ):
         from seed_tot.models.loading import check_pair
 
@@ -264,10 +265,11 @@ class BatchedSpeculativeExecutor:
             if draft is None:
                 raise ConfigError("The model drafter needs a draft model: pass one of the target's tokenizer family.")
             check_pair(draft, target)
-        if max_ngram < 1:
-            raise ConfigError(f"max_ngram must be at least 1, got {max_ngram}.")
+        if not 1 <= min_ngram <= max_ngram:
+            raise ConfigError(f"Lookup n-gram sizes need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}.")
         self.drafter = drafter
         self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
         self.target = target
         self.draft = draft if drafter == "model" else None
         self.k_config = parse_k_config(k_config)
@@ -406,7 +408,9 @@ class BatchedSpeculativeExecutor:
         contexts = {id(row): row.request.prompt_ids + row.tokens for row in everyone}
         for row in active:
             others = [contexts[id(other)] for other in everyone if other is not row]
-            chain = lookup_continuation(contexts[id(row)], others, min(row.depth, row.remaining), self.max_ngram)
+            chain = lookup_continuation(
+                contexts[id(row)], others, min(row.depth, row.remaining), self.max_ngram, self.min_ngram
+            )
             draft = _Draft()
             for position, token in enumerate(chain):
                 q = torch.zeros(self.target.vocab_size, dtype=torch.float32)
