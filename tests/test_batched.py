@@ -13,7 +13,8 @@ from seed_tot.decoding.speculative import speculative_decode
 from seed_tot.errors import ConfigError, TokenizerMismatchError
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
-from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor, lookup_continuation
+from seed_tot.decoding.drafters import lookup_continuation
+from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
 from seed_tot.scheduling.requests import GenerationRequest
 
 TEXTS = [
@@ -91,13 +92,13 @@ def test_batched_lookup_greedy_equals_ar(tiny_pair, options):
 
 
 def test_lookup_continuation_prefers_own_context_then_other_rows():
-    assert lookup_continuation([1, 2, 3, 9, 1, 2], [], 3) == [3, 9, 1]
-    assert lookup_continuation([7, 8], [[5, 7, 8, 4, 4, 4]], 2) == [4, 4]
-    assert lookup_continuation([1, 2, 3], [[0, 1, 2, 3, 6]], 5) == [6]  # longest n-gram wins
-    assert lookup_continuation([1, 2], [[3, 4]], 4) == []
-    assert lookup_continuation([1, 2, 1], [], 0) == []
-    assert lookup_continuation([1, 2, 3, 9, 5, 3], [], 2, 3, 1) == [9, 5]
-    assert lookup_continuation([1, 2, 3, 9, 5, 3], [], 2, 3, 2) == []  # only a one-token match
+    assert lookup_continuation([1, 2, 3, 9, 1, 2], 3, 3, 1, others=[]) == [3, 9, 1]
+    assert lookup_continuation([7, 8], 2, 3, 1, others=[[5, 7, 8, 4, 4, 4]]) == [4, 4]
+    assert lookup_continuation([1, 2, 3], 5, 3, 1, others=[[0, 1, 2, 3, 6]]) == [6]  # longest n-gram wins
+    assert lookup_continuation([1, 2], 4, 3, 1, others=[[3, 4]]) == []
+    assert lookup_continuation([1, 2, 1], 0, 3, 1, others=[]) == []
+    assert lookup_continuation([1, 2, 3, 9, 5, 3], 2, 3, 1) == [9, 5]
+    assert lookup_continuation([1, 2, 3, 9, 5, 3], 2, 3, 2) == []  # only a one-token match
 
 
 def test_batched_lookup_refuses_bad_ngram_sizes(tiny_pair):

@@ -12,6 +12,7 @@ for sampling too (tests/test_distribution.py checks it); it just accepts less of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 import torch
@@ -129,10 +130,21 @@ class PromptLookupDrafter:
         return None
 
 
-def lookup_continuation(sequence: list[int], length: int, max_ngram: int, min_ngram: int) -> list[int]:
-    """Tokens after the most recent earlier occurrence of the sequence's last n tokens."""
+def lookup_continuation(
+    sequence: list[int], length: int, max_ngram: int, min_ngram: int, others: Sequence[list[int]] = ()
+) -> list[int]:
+    """Up to `length` tokens after the most recent earlier occurrence of the sequence's last n
+    tokens (n from max_ngram down to min_ngram), searched in the sequence itself, then in
+    `others` (a batch's other sequences: same-prompt samples often repeat each other)."""
     if length <= 0:
         return []
+    for n in range(min(max_ngram, len(sequence) - 1), min_ngram - 1, -1):
+        suffix = sequence[-n:]
+        for source, last_start in [(sequence, len(sequence) - n - 1)] + [(o, len(o) - n - 1) for o in others]:
+            for start in range(last_start, -1, -1):
+                if source[start : start + n] == suffix:
+                    return source[start + n : start + n + length]
+    return []
     for n in range(min(max_ngram, len(sequence) - 1), min_ngram - 1, -1):
         suffix = sequence[-n:]
         for start in range(len(sequence) - n - 1, -1, -1):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from seed_tot.config import parse_k_config
+from seed_tot.decoding.drafters import lookup_continuation
 from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities, sample
 from seed_tot.decoding.speculative import draft_children, stop_criteria, tree_depth
@@ -216,23 +217,6 @@ class _Draft:
     node_slot: dict[int, int] = field(default_factory=dict)  # fed tree node -> step slot
 
 
-def lookup_continuation(
-    context: list[int], others: list[list[int]], length: int, max_ngram: int = 3, min_ngram: int = 1
-) -> list[int]:
-    """Up to `length` tokens that followed the most recent earlier occurrence of the context's
-    last n tokens (n from max_ngram down to min_ngram), searched in the context itself, then
-    in the other sequences of the batch (same-prompt samples often repeat each other)."""
-    if length <= 0:
-        return []
-    for n in range(min(max_ngram, len(context) - 1), min_ngram - 1, -1):
-        suffix = context[-n:]
-        for source, last_start in [(context, len(context) - n - 1)] + [(o, len(o) - n - 1) for o in others]:
-            for start in range(last_start, -1, -1):
-                if source[start : start + n] == suffix:
-                    return source[start + n : start + n + length]
-    return []
-
-
 class BatchedSpeculativeExecutor:
     """Lossless speculative decoding of all requests together (SD when k_config is all ones, MCSD otherwise).
 
@@ -409,7 +393,7 @@ class BatchedSpeculativeExecutor:
         for row in active:
             others = [contexts[id(other)] for other in everyone if other is not row]
             chain = lookup_continuation(
-                contexts[id(row)], others, min(row.depth, row.remaining), self.max_ngram, self.min_ngram
+                contexts[id(row)], min(row.depth, row.remaining), self.max_ngram, self.min_ngram, others
             )
             draft = _Draft()
             for position, token in enumerate(chain):
