@@ -36,6 +36,11 @@ class DecodeConfig(BaseModel):
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    def with_stop(self, strings: tuple[str, ...] | list[str]) -> "DecodeConfig":
+        """This config with `strings` added to its stop strings (those already there kept once)."""
+        extra = tuple(s for s in dict.fromkeys(strings) if s not in self.stop)
+        return self.model_copy(update={"stop": (*self.stop, *extra)}) if extra else self
+
 
 def parse_k_config(text: str | tuple[int, ...] | list[int]) -> tuple[int, ...]:
     """Parse a token-tree shape such as "2,2,1": candidates per draft position, each >= 1."""

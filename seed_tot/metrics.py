@@ -7,11 +7,10 @@ and tree bookkeeping are not counted: they are the same for every executor).
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from seed_tot.scheduling.requests import Executor, GenerationRequest, GenerationResult, GenerationStats
+from seed_tot.scheduling.requests import GenerationResult, GenerationStats
 
 
 @dataclass
@@ -24,6 +23,7 @@ class BatchRecord:
     wall_seconds: float
     stats: GenerationStats  # the requests' stats summed (their own wall_seconds included)
     events: list[dict] | None = None  # the executor's `last_events`, when it exposes them
+    merged_size: int = 0  # requests in the executor call (more than `size` when problems share it)
 
 
 @dataclass
@@ -109,33 +109,24 @@ def event_records(events: Iterable[Any]) -> list[dict]:
 
 
 @dataclass
-class ExecutorLog:
-    """Sends batches to an executor and records each call (timing, stats, scheduler events)."""
+class BatchLog:
+    """The executor calls of one search: each batch's size, timing, stats and scheduler events."""
 
-    executor: Executor
     batches: list[BatchRecord] = field(default_factory=list)
 
-    def run(self, role: str, node_id: int, requests: list[GenerationRequest]) -> list[GenerationResult]:
-        started = time.perf_counter()
-        results = self.executor.run(requests)
-        elapsed = time.perf_counter() - started
-        if len(results) != len(requests):
-            raise RuntimeError(
-                f"executor {getattr(self.executor, 'name', '?')} returned {len(results)} results "
-                f"for {len(requests)} requests"
-            )
+    def add(self, role: str, node_id: int, results: list[GenerationResult], outcome: Any) -> None:
+        """Record `results` of one batch; `outcome` is the BatchOutcome of the call that made them."""
         stats = GenerationStats()
         for result in results:
             stats = stats.merge(result.stats)
-        events = getattr(self.executor, "last_events", None)
         self.batches.append(
             BatchRecord(
                 role=role,
                 node_id=node_id,
-                size=len(requests),
-                wall_seconds=elapsed,
+                size=len(results),
+                wall_seconds=outcome.wall_seconds,
                 stats=stats,
-                events=event_records(events) if events is not None else None,
+                events=outcome.events,
+                merged_size=max(outcome.merged_size, len(results)),
             )
         )
-        return results

@@ -42,6 +42,10 @@ class TaskRunOptions:
     top_p: float
     max_new_tokens: int
     value_max_new_tokens: int
+    value_samples: int
+    value_temperature: float
+    cot: bool
+    vote: bool
     seed: int
     data_path: str | None
     limit: int | None
@@ -49,6 +53,7 @@ class TaskRunOptions:
     ids: str | None
     out_dir: str | None
     resume: bool
+    concurrency: int = 1
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -81,7 +86,12 @@ def search_settings(opts: TaskRunOptions) -> dict:
         "thought_decode": DecodeConfig(
             max_new_tokens=opts.max_new_tokens, temperature=opts.temperature, top_p=opts.top_p
         ),
-        "value_decode": DecodeConfig(max_new_tokens=opts.value_max_new_tokens, temperature=0.0),
+        "value_decode": DecodeConfig(
+            max_new_tokens=opts.value_max_new_tokens, temperature=opts.value_temperature, top_p=opts.top_p
+        ),
+        "value_samples": opts.value_samples,
+        "cot_candidate": opts.cot,
+        "vote": opts.vote,
     }
     if opts.search == "bfs":
         settings["breadth"] = opts.breadth
@@ -96,15 +106,17 @@ def search_settings(opts: TaskRunOptions) -> dict:
 
 def _check_numbers(opts: TaskRunOptions) -> None:
     for name, value in [("--thoughts", opts.n_thoughts), ("--breadth", opts.breadth), ("--iterations", opts.iterations),
-                        ("--max-new-tokens", opts.max_new_tokens), ("--value-max-new-tokens", opts.value_max_new_tokens)]:
+                        ("--max-new-tokens", opts.max_new_tokens), ("--value-max-new-tokens", opts.value_max_new_tokens),
+                        ("--value-samples", opts.value_samples), ("--concurrency", opts.concurrency)]:
         if value < 1:
             raise ConfigError(f"{name} must be at least 1 (got {value}).")
     if opts.depth is not None and opts.depth < 1:
         raise ConfigError(f"--depth must be at least 1 (got {opts.depth}).")
     if opts.limit is not None and opts.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {opts.limit}).")
-    if opts.temperature < 0:
-        raise ConfigError(f"--temperature must be 0 (greedy) or positive (got {opts.temperature}).")
+    for name, value in [("--temperature", opts.temperature), ("--value-temperature", opts.value_temperature)]:
+        if value < 0:
+            raise ConfigError(f"{name} must be 0 (greedy) or positive (got {value}).")
     if not 0 < opts.top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1] (got {opts.top_p}).")
 
@@ -186,10 +198,11 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
 
 
 def run_task(task_name: str, opts: TaskRunOptions) -> None:
-    from seed_tot.api import solve, to_trace
+    from seed_tot.api import to_trace
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.scheduling.factory import make_executor
     from seed_tot.search import search_class
+    from seed_tot.search.driver import solve_many
     from seed_tot.trace import write_trace
     from tasks import get_task
 
@@ -217,24 +230,28 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
     extra_config = {"method": opts.method, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
     interrupted = False
-    problem_bar = tqdm(todo, desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
+    search = search_cls(task, executor, formatter, search_config)
+    problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
     batch_bar = tqdm(desc="tree batches", unit="batch", file=sys.stderr, leave=False)
     executor = ProgressExecutor(executor, batch_bar)
+    run_started = time.perf_counter()
     try:
-        for problem in problem_bar:
-            started = time.perf_counter()
-            batch_bar.reset()
-            result = solve(task, problem, executor, target.tokenizer, search=search_cls, config=search_config)
+        for result in solve_many(search.steps, todo, executor, opts.concurrency):
+            problem = result.problem
             extra = judge(task, executor, formatter, result.answer or "", opts.seed) if task_name == "creative_writing" else {}
+            if result.selection is not None:
+                extra["cot_answer"] = result.selection.cot_answer
+                extra["search_answer"] = result.selection.search_answer
             trace = to_trace(result, task, executor, models=models, extra_config=extra_config)
             trace_path = write_trace(out / "traces" / f"{problem.id}.json", trace)
             record = _record(task_name, opts, result, trace_path, extra)
             append_record(out / "results.jsonl", record)
+            problem_bar.update(1)
             verdict = {True: "correct", False: "wrong", None: f"score {record.score:.2f}"}[result.correct]
             tqdm.write(
                 f"[{problem.id}] answer={result.answer!r} gold={problem.gold!r} {verdict} | "
-                f"{record.new_tokens} tokens, {record.tokens_per_second:.2f} tokens/s, "
-                f"{time.perf_counter() - started:.1f} s | trace {trace_path}",
+                f"{record.new_tokens} tokens, {record.wall_seconds:.1f} s in executor calls "
+                f"({time.perf_counter() - run_started:.1f} s since start) | trace {trace_path}",
                 file=sys.stdout,
             )
     except KeyboardInterrupt:

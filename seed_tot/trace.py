@@ -72,12 +72,13 @@ class EdgeRecord(_Record):
 class BatchTraceRecord(_Record):
     """One executor call, in the order the search made them."""
 
-    role: Literal["thought", "value"]
+    role: Literal["thought", "value", "cot"]
     node_id: int
     size: int
-    wall_seconds: float
+    wall_seconds: float  # of the whole executor call (shared by every problem in a merged call)
     stats: StatsRecord
     events: list[dict[str, Any]] | None  # the executor's scheduler events, when it exposes them
+    merged_size: int = 0  # requests in that executor call, all problems together (0: not recorded)
 
 
 class MetricsRecord(_Record):
@@ -122,6 +123,8 @@ class Trace(_Record):
     correct: bool | None
     metrics: MetricsRecord
     batches: list[BatchTraceRecord]
+    # How the answer was chosen: "vote" (counts per answer, the CoT candidate's answer) or "search".
+    selection: dict[str, Any] | None = None
 
 
 def _node_record(node: ThoughtNode) -> NodeRecord:
@@ -150,6 +153,7 @@ def _batch_record(batch: BatchRecord) -> BatchTraceRecord:
         wall_seconds=batch.wall_seconds,
         stats=StatsRecord.of(batch.stats),
         events=batch.events,
+        merged_size=batch.merged_size,
     )
 
 
@@ -184,6 +188,7 @@ def build_trace(
         correct=result.correct,
         metrics=MetricsRecord.of(result.metrics),
         batches=[_batch_record(batch) for batch in result.batches],
+        selection=result.selection.as_dict() if result.selection is not None else None,
     )
 
 

@@ -7,9 +7,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
+from tasks.arithmetic import wrong_equations
 from tasks.base import DATA_DIR, Problem, load_template
 from tasks.jsonl import read_jsonl
-from tasks.values import parse_rating
+from tasks.values import parse_verdict
 
 DEFAULT_PATH = DATA_DIR / "gsm8k" / "test.jsonl"
 
@@ -107,16 +108,23 @@ class Gsm8kTask:
     RAP, the closing step asks "Now we can answer the question: ..." and declares the answer
     ("The answer is N", "#### N" or "\\boxed{N}"); a state is terminal when its newest step does
     both. (Small models also write "The answer is N" after intermediate sub-answers; that alone
-    does not end the chain.) At the last step of the tree (step depth-1) the prompt asks for the
-    closing step.
-    The evaluator rates the newest step 1-10 for its help in answering the question; a reply
-    with no readable rating in 1..10 gets `fallback_value` = 1.0, the lowest rating, so an
-    unreadable evaluation never outranks a readable one.
+    does not end the chain.) At the last step of the tree (step depth-1) the prompt restates the
+    question and asks for the closing step with full reasoning; there a declared answer ends
+    the chain whatever the step's header says. A thought stops where a second "Sub-question"
+    would begin.
+    The evaluator checks the newest step's correctness, reasons briefly and ends with a verdict
+    (sure / likely / impossible, valued 20 / 1 / 0.001 as in Tree-of-Thoughts); an unreadable
+    verdict counts as "likely" (`fallback_value`). A step whose written arithmetic is wrong
+    ("3 x 4 = 13") is rejected without asking the model.
     """
 
     name = "gsm8k"
     default_depth = 4
     fallback_value = 1.0
+    verdict_values = {"sure": 20.0, "likely": 1.0, "impossible": 0.001}
+    thought_stop = ("\nSub-question", "\n**Sub-question")
+    value_stop = tuple(f"{label}: {word}" for label in ("Verdict", "verdict") for word in ("sure", "likely", "impossible"))
+    votable = True  # answers are numbers: equal answers of different leaves can be counted
 
     def __init__(self, depth: int | None = None) -> None:
         self.depth = depth or self.default_depth
@@ -148,14 +156,26 @@ class Gsm8kTask:
         return load_template(self.name, "value").format(question=problem.question, previous=previous, step=newest)
 
     def parse_value(self, text: str) -> float | None:
-        return parse_rating(text)
+        return parse_verdict(text, self.verdict_values)
+
+    def check_step(self, problem: Problem, state: str) -> str | None:
+        """Why the newest step is certainly wrong (its written arithmetic), or None."""
+        steps = split_steps(state)
+        wrong = wrong_equations(steps[-1]) if steps else []
+        return f"wrong arithmetic: {wrong[0]}" if wrong else None
+
+    def cot_prompt(self, problem: Problem) -> str:
+        """One chain-of-thought answer to the whole problem (the CoT candidate of the vote)."""
+        return load_template(self.name, "cot").format(question=problem.question)
 
     def extend_state(self, state: str, thought: str, step: int) -> str:
         return (state.rstrip() + "\n" + first_step(thought)).strip()
 
     def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
         steps = split_steps(state)
-        return bool(steps) and bool(_FINAL_QUESTION.search(steps[-1])) and find_final_answer(steps[-1]) is not None
+        if not steps or find_final_answer(steps[-1]) is None:
+            return False
+        return step >= self.depth - 1 or bool(_FINAL_QUESTION.search(steps[-1]))
 
     def extract_answer(self, problem: Problem, state: str) -> str | None:
         """The answer declared in the newest step, else its last number (best effort)."""

@@ -1,4 +1,5 @@
-"""Reading numeric ratings ("Score: 7", "7/10", "I'd rate it 8 out of 10") from evaluator replies."""
+"""Reading evaluator replies: numeric ratings ("Score: 7", "7/10", "I'd rate it 8 out of 10")
+and verdict words ("Verdict: sure")."""
 
 from __future__ import annotations
 
@@ -31,3 +32,19 @@ def parse_rating(text: str, low: float = 1.0, high: float = 10.0, prefer_last: b
             value = float((matches[-1] if prefer_last else matches[0]).group(1))
             return value if low <= value <= high else None
     return None
+
+
+def parse_verdict(text: str, values: dict[str, float]) -> float | None:
+    """The value of the last verdict word in `text` (e.g. {"sure": 20, "likely": 1, ...}).
+
+    A "Verdict: <word>" line wins over a verdict word elsewhere (the reasoning may mention
+    "likely" in passing); the last one counts because the prompt asks for the verdict at the end.
+    A reply that lists every option (an echo of the prompt) is not a verdict.
+    """
+    words = "|".join(re.escape(word) for word in values)
+    text = text.replace("*", "")
+    labelled = re.findall(r"verdict\s*(?:is)?\s*[:\-]?\s*\(?(" + words + r")\b", text, re.IGNORECASE)
+    if len({word.lower() for word in labelled}) == len(values) > 1:  # the prompt's option list echoed
+        return None
+    found = labelled or re.findall(r"\b(" + words + r")\b", text, re.IGNORECASE)
+    return float(values[found[-1].lower()]) if found else None

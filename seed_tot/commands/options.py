@@ -49,10 +49,14 @@ def search_options(f):
 
 def decode_options(f):
     return _apply(f, [
-        click.option("--temperature", type=float, default=1.0, show_default=True, help="Thought sampling temperature (0 = greedy)."),
-        click.option("--top-p", type=float, default=1.0, show_default=True, help="Nucleus sampling mass for thoughts."),
-        click.option("--max-new-tokens", type=int, default=128, show_default=True, help="New tokens per thought."),
-        click.option("--value-max-new-tokens", type=int, default=128, show_default=True, help="New tokens per State Evaluator reply (greedy)."),
+        click.option("--temperature", type=float, default=0.7, show_default=True, help="Thought sampling temperature (0 = greedy)."),
+        click.option("--top-p", type=float, default=0.95, show_default=True, help="Nucleus sampling mass for thoughts and evaluator replies."),
+        click.option("--max-new-tokens", type=int, default=256, show_default=True, help="New tokens per thought (a thought cut off here is rejected, never an answer)."),
+        click.option("--value-max-new-tokens", type=int, default=128, show_default=True, help="New tokens per State Evaluator reply."),
+        click.option("--value-samples", type=int, default=3, show_default=True, help="Evaluator replies per state, averaged (k, as in Tree-of-Thoughts)."),
+        click.option("--value-temperature", type=float, default=0.7, show_default=True, help="Evaluator sampling temperature (0 = one greedy reply is enough: use --value-samples 1)."),
+        click.option("--cot/--no-cot", default=True, show_default=True, help="Add one greedy chain-of-thought answer of the target to the vote (ties go to it); tasks with a CoT prompt (GSM8K, Blocksworld)."),
+        click.option("--vote/--no-vote", default=True, show_default=True, help="Answer by majority vote over the answer leaves (tasks with comparable answers); --no-vote keeps the search's own choice."),
         click.option("--seed", type=int, default=0, show_default=True, help="Run seed; every request's seed derives from it."),
     ])
 
@@ -64,4 +68,5 @@ def data_options(f):
         click.option("--ids", default=None, help="Comma-separated problem ids (overrides --start/--limit)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Output directory (default: runs/<task>-<method>)."),
         click.option("--resume", is_flag=True, help="Continue a run in --out: skip problems already in results.jsonl."),
+        click.option("--concurrency", type=int, default=1, show_default=True, help="Problems searched at once; their requests share every executor call (results do not change)."),
     ])

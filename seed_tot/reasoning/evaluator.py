@@ -1,9 +1,14 @@
-"""State Evaluator: one request per state (n different prompts per expansion)."""
+"""State Evaluator: k sampled replies per state (n states per expansion), aggregated as in ToT.
+
+Before asking the model, a state is checked by rules that need no model: a thought cut off
+by the token budget, or a step the task itself can show wrong (GSM8K arithmetic, an illegal
+Blocksworld move), is *rejected*: it gets value 0.0 and no evaluator request is sent.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from seed_tot.config import DecodeConfig
@@ -15,14 +20,18 @@ from tasks.base import Problem, Task
 if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this module
     from seed_tot.search.tree import ThoughtNode
 
+REJECTED_VALUE = 0.0
+
 
 @dataclass
 class Evaluation:
-    value: float  # the parsed value, or the task's fallback value
-    parsed: bool  # False when the reply could not be parsed
-    raw: str
-    seed: int
+    value: float  # mean of the samples' values (unparseable samples count as the fallback)
+    parsed: bool  # False when no sample could be parsed
+    raw: list[str]  # the evaluator's replies, one per sample
+    seeds: list[int]
     stats: GenerationStats
+    rejected: str | None = None  # why a rule rejected the state (then no replies)
+    sample_values: list[float | None] = field(default_factory=list)
 
 
 def read_value(task: Task, text: str) -> tuple[float, bool]:
@@ -33,30 +42,72 @@ def read_value(task: Task, text: str) -> tuple[float, bool]:
     return float(value), True
 
 
+def rejection(task: Task, problem: Problem, node: ThoughtNode) -> str | None:
+    """Why `node` is rejected without asking the model, or None."""
+    if node.info.get("finish_reason") == "length":
+        return "truncated: the thought hit the token budget"
+    check = getattr(task, "check_step", None)
+    return check(problem, node.state) if check is not None else None
+
+
 class StateEvaluator:
-    def __init__(self, task: Task, formatter: PromptFormatter, decode: DecodeConfig, run_seed: int):
+    def __init__(
+        self, task: Task, formatter: PromptFormatter, decode: DecodeConfig, run_seed: int, samples: int = 1
+    ):
         self.task = task
         self.formatter = formatter
-        self.decode = decode
+        self.decode = decode.with_stop(getattr(task, "value_stop", ()))  # end the reply at its verdict
         self.run_seed = run_seed
+        self.samples = samples
 
     def requests(self, problem: Problem, nodes: list[ThoughtNode]) -> list[GenerationRequest]:
-        """One request per node; the step is the one that produced the node (parent depth)."""
-        return [
-            GenerationRequest(
-                prompt_ids=self.formatter.encode(self.task.value_prompt(problem, node.state, node.depth - 1)),
-                config=self.decode,
-                seed=request_seed(self.run_seed, problem.id, node.id, "value", 0),
-                request_id=f"{problem.id}/n{node.id}/value",
+        """k requests per node that no rule rejects (the step is the parent's depth)."""
+        requests = []
+        for node in nodes:
+            if rejection(self.task, problem, node) is not None:
+                continue
+            prompt_ids = self.formatter.encode(self.task.value_prompt(problem, node.state, node.depth - 1))
+            requests.extend(
+                GenerationRequest(
+                    prompt_ids=list(prompt_ids),
+                    config=self.decode,
+                    seed=request_seed(self.run_seed, problem.id, node.id, "value", index),
+                    request_id=f"{problem.id}/n{node.id}/value{index}",
+                )
+                for index in range(self.samples)
             )
-            for node in nodes
-        ]
+        return requests
 
-    def read(self, requests: list[GenerationRequest], results: list[GenerationResult]) -> list[Evaluation]:
+    def read(
+        self, problem: Problem, nodes: list[ThoughtNode], requests: list[GenerationRequest],
+        results: list[GenerationResult],
+    ) -> list[Evaluation]:
+        """One Evaluation per node, from `requests(problem, nodes)` and their results."""
+        answered = iter(zip(requests, results, strict=True))
         evaluations = []
-        for request, result in zip(requests, results, strict=True):
-            value, parsed = read_value(self.task, result.text)
-            evaluations.append(
-                Evaluation(value=value, parsed=parsed, raw=result.text, seed=request.seed, stats=result.stats)
-            )
+        for node in nodes:
+            reason = rejection(self.task, problem, node)
+            if reason is not None:
+                evaluations.append(
+                    Evaluation(REJECTED_VALUE, True, [], [], GenerationStats(), rejected=reason)
+                )
+                continue
+            replies = [next(answered) for _ in range(self.samples)]
+            evaluations.append(self._aggregate(replies))
         return evaluations
+
+    def _aggregate(self, replies: list[tuple[GenerationRequest, GenerationResult]]) -> Evaluation:
+        values, parsed, stats = [], [], GenerationStats()
+        for _, result in replies:
+            value, ok = read_value(self.task, result.text)
+            values.append(value)
+            parsed.append(value if ok else None)
+            stats = stats.merge(result.stats)
+        return Evaluation(
+            value=sum(values) / len(values),
+            parsed=any(p is not None for p in parsed),
+            raw=[result.text for _, result in replies],
+            seeds=[request.seed for request, _ in replies],
+            stats=stats,
+            sample_values=parsed,
+        )

@@ -29,7 +29,9 @@ class ThoughtGenerator:
     def __init__(self, task: Task, formatter: PromptFormatter, decode: DecodeConfig, n: int, run_seed: int):
         self.task = task
         self.formatter = formatter
-        self.decode = decode
+        # A task's stop strings end a thought where its next step would begin (GSM8K: a new
+        # "Sub-question"), so one thought is one step and does not run into the budget.
+        self.decode = decode.with_stop(getattr(task, "thought_stop", ()))
         self.n = n
         self.run_seed = run_seed
 

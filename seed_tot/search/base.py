@@ -1,8 +1,11 @@
-"""What every search shares: its config, its result, and one expansion step.
+"""What every search shares: its config, its result, expansion and answer selection.
 
 A search subclasses `Search`, names itself, declares its config class and implements
-`_search(run) -> chosen node id`. Expansion (`expand`) is shared, so every search sends the
-n thought requests of a node as one batch and the n evaluation requests as a second batch.
+`_search(run)`: a step generator (seed_tot/search/steps.py) that yields the batches it needs
+and returns the chosen node id. Expansion (`expand`) is shared, so every search sends the
+thought requests of the states it expands as one batch and their evaluations as a second.
+Searches never call the executor themselves: `Search.run` drives one problem, and
+seed_tot/search/driver.py drives many at once through one executor.
 """
 
 from __future__ import annotations
@@ -15,26 +18,36 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError
-from seed_tot.metrics import BatchRecord, ExecutorLog, RunMetrics, summarize
+from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
 from seed_tot.reasoning.evaluator import StateEvaluator
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.scheduling.requests import Executor
-from seed_tot.search.tree import ReasoningTree, ThoughtNode
+from seed_tot.reasoning.seeds import request_seed
+from seed_tot.scheduling.requests import Executor, GenerationRequest
+from seed_tot.search.answers import Selection, select_answer
+from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
+from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)
 from tasks.base import Problem, Task
 
 ROOT_STATE = ""  # tasks keep the question in the problem; the state holds the thoughts so far
 
 
 class SearchConfig(BaseModel):
-    """Settings every search shares."""
+    """Settings every search shares (defaults chosen for small open models; README, Quality)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     n_thoughts: int = Field(3, ge=1, description="thoughts generated per expanded state (n)")
     depth: int | None = Field(None, ge=1, description="step limit T; None uses the task's default depth")
-    thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=1.0)
-    value_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=0.0)
+    thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=256, temperature=0.7, top_p=0.95)
+    value_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=0.7, top_p=0.95)
+    value_samples: int = Field(3, ge=1, description="evaluator replies per state, averaged (k)")
+    vote: bool = Field(True, description="majority vote over answer leaves, for tasks with comparable answers")
+    cot_candidate: bool = Field(
+        True, description="one greedy chain-of-thought of the target joins the vote (ties go to it), "
+        "for tasks with a cot_prompt"
+    )
+    cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
     seed: int = 0
 
 
@@ -49,6 +62,7 @@ class SearchResult:
     score: float | None  # None when the problem has no gold answer
     batches: list[BatchRecord]
     metrics: RunMetrics
+    selection: Selection | None = None  # how the answer was chosen (vote counts, CoT answer)
 
     @property
     def correct(self) -> bool | None:
@@ -68,7 +82,7 @@ class SearchRun:
 
     problem: Problem
     tree: ReasoningTree
-    log: ExecutorLog
+    log: BatchLog
     generator: ThoughtGenerator
     evaluator: StateEvaluator
     depth_limit: int
@@ -79,7 +93,7 @@ class Search(ABC):
     config_class: ClassVar[type[SearchConfig]] = SearchConfig
 
     def __init__(
-        self, task: Task, executor: Executor, formatter: PromptFormatter, config: SearchConfig | None = None
+        self, task: Task, executor: Executor | None, formatter: PromptFormatter, config: SearchConfig | None = None
     ):
         config = config if config is not None else self.config_class()
         if not isinstance(config, self.config_class):
@@ -93,21 +107,34 @@ class Search(ABC):
         self.config = config
 
     def run(self, problem: Problem) -> SearchResult:
+        """Search one problem on this search's executor."""
+        if self.executor is None:
+            raise ConfigError("This search was built without an executor: pass one, or drive steps() yourself.")
+        return drive(self.steps(problem), self.executor)
+
+    def steps(self, problem: Problem) -> Steps[SearchResult]:
+        """The search of one problem as a step generator (yields batches, returns the result)."""
         cfg = self.config
         tree = ReasoningTree()
         tree.add_root(ROOT_STATE)
         run = SearchRun(
             problem=problem,
             tree=tree,
-            log=ExecutorLog(self.executor),
+            log=BatchLog(),
             generator=ThoughtGenerator(self.task, self.formatter, cfg.thought_decode, cfg.n_thoughts, cfg.seed),
-            evaluator=StateEvaluator(self.task, self.formatter, cfg.value_decode, cfg.seed),
+            evaluator=StateEvaluator(
+                self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples
+            ),
             depth_limit=cfg.depth if cfg.depth is not None else int(self.task.default_depth),
         )
-        chosen_id = self._search(run)
-        chosen = tree.node(chosen_id)
-        answer = self.task.extract_answer(problem, chosen.state)
-        score = float(self.task.score(problem, answer)) if problem.gold is not None else None
+        cot_prompt = getattr(self.task, "cot_prompt", None)
+        if cfg.cot_candidate and cot_prompt is not None:
+            chosen_id, cot_text = yield from gather([self._search(run), self._cot(run, cot_prompt(problem))])
+            add_cot_node(run, cot_text)
+        else:
+            chosen_id = yield from self._search(run)
+        selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote)
+        score = float(self.task.score(problem, selection.answer)) if problem.gold is not None else None
         evaluated = [node for node in tree.nodes() if node.value_parsed is not None]
         metrics = summarize(
             run.log.batches,
@@ -119,46 +146,78 @@ class Search(ABC):
             search=self.name,
             config=cfg,
             tree=tree,
-            chosen_path=tree.path_to(chosen_id),
-            answer=answer,
+            chosen_path=tree.path_to(selection.node_id),
+            answer=selection.answer,
             score=score,
             batches=run.log.batches,
             metrics=metrics,
+            selection=selection,
         )
+
+    def _cot(self, run: SearchRun, prompt: str) -> Steps[tuple[str, object]]:
+        """One greedy chain of thought of the target for the whole problem (the CoT candidate)."""
+        request = GenerationRequest(
+            prompt_ids=self.formatter.encode(prompt),
+            config=self.config.cot_decode,
+            seed=request_seed(self.config.seed, run.problem.id, 0, "cot", 0),
+            request_id=f"{run.problem.id}/cot",
+        )
+        outcome = yield Batch("cot", 0, [request])
+        run.log.add("cot", 0, outcome.results, outcome)
+        return outcome.results[0]
 
     @abstractmethod
-    def _search(self, run: SearchRun) -> int:
-        """Build the tree in `run.tree`; return the id of the node whose state gives the answer."""
+    def _search(self, run: SearchRun) -> Steps[int]:
+        """Build the tree in `run.tree` (yielding batches); return the id of the node the search chose."""
 
 
-def expand(run: SearchRun, node_id: int) -> list[ThoughtNode]:
-    """Add n children to a node: one batch of n thought requests, then one batch of n evaluations."""
-    node = run.tree.node(node_id)
-    requests = run.generator.requests(run.problem, node)
-    thoughts = run.generator.read(run.problem, node, requests, run.log.run("thought", node_id, requests))
-    children = []
-    for thought in thoughts:
-        child = run.tree.add_child(
-            node_id,
-            thought=thought.text,
-            state=thought.state,
-            kind="answer" if thought.terminal else "thought",
-            generation=thought.stats,
-        )
-        child.seeds["thought"] = thought.seed
-        child.info["finish_reason"] = thought.finish_reason
-        children.append(child)
+def add_cot_node(run: SearchRun, result) -> ThoughtNode:
+    """The CoT candidate as a child of the root, marked info["cot"] (never expanded or rated)."""
+    task, problem = run.generator.task, run.problem
+    text = result.text.strip()
+    state = task.cot_state(text) if hasattr(task, "cot_state") else text
+    node = run.tree.add_child(run.tree.root.id, thought=text, state=state, kind="answer", generation=result.stats)
+    node.info.update(cot=True, finish_reason=result.finish_reason)
+    node.seeds["cot"] = request_seed(run.evaluator.run_seed, problem.id, 0, "cot", 0)
+    return node
+
+
+def expand(run: SearchRun, node_ids: list[int]) -> Steps[list[ThoughtNode]]:
+    """Add n children to each node: one batch of every thought request, then one batch of
+    every evaluation request (k per child that no rule rejects)."""
+    nodes = [run.tree.node(node_id) for node_id in node_ids]
+    per_node = [run.generator.requests(run.problem, node) for node in nodes]
+    outcome: BatchOutcome = yield Batch("thought", node_ids[0], [r for rs in per_node for r in rs])
+    run.log.add("thought", node_ids[0], outcome.results, outcome)
+    children, start = [], 0
+    for node, requests in zip(nodes, per_node, strict=True):
+        results = outcome.results[start : start + len(requests)]
+        start += len(requests)
+        for thought in run.generator.read(run.problem, node, requests, results):
+            truncated = thought.finish_reason == "length"
+            child = run.tree.add_child(
+                node.id,
+                thought=thought.text,
+                state=thought.state,
+                kind="answer" if thought.terminal and not truncated else "thought",
+                generation=thought.stats,
+            )
+            child.seeds["thought"] = thought.seed
+            child.info["finish_reason"] = thought.finish_reason
+            children.append(child)
     value_requests = run.evaluator.requests(run.problem, children)
-    evaluations = run.evaluator.read(value_requests, run.log.run("value", node_id, value_requests))
-    for child, evaluation in zip(children, evaluations, strict=True):
+    outcome = yield Batch("value", node_ids[0], value_requests)
+    if value_requests:
+        run.log.add("value", node_ids[0], outcome.results, outcome)
+    for child, evaluation in zip(children, run.evaluator.read(run.problem, children, value_requests, outcome.results), strict=True):
         child.value = evaluation.value
         child.value_parsed = evaluation.parsed
-        child.raw_values = [evaluation.raw]
+        child.raw_values = evaluation.raw
         child.evaluation = evaluation.stats
-        child.seeds["value"] = evaluation.seed
+        for index, seed in enumerate(evaluation.seeds):
+            child.seeds[f"value{index}"] = seed
+        if evaluation.rejected is not None:
+            child.info["rejected"] = evaluation.rejected
+        if len(evaluation.sample_values) > 1:
+            child.info["sample_values"] = evaluation.sample_values
     return children
-
-
-def value_key(node: ThoughtNode) -> tuple[float, int]:
-    """Sort key: higher value first, then lower id (ties break the same way every run)."""
-    return (-(node.value if node.value is not None else float("-inf")), node.id)

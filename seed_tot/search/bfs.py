@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from seed_tot.search.base import Search, SearchConfig, SearchRun, ThoughtNode, expand, value_key
+from seed_tot.search.steps import Steps
 
 
 class BFSConfig(SearchConfig):
@@ -14,6 +15,8 @@ class BFSConfig(SearchConfig):
 class BFS(Search):
     """Expand every kept state, rate the children, keep the `breadth` best; answer from the best.
 
+    The kept states are expanded together: one batch of b*n thought requests per step.
+
     States that already hold an answer stay in the running without being expanded; the
     search stops early when every kept state holds an answer.
     """
@@ -22,15 +25,14 @@ class BFS(Search):
     config_class = BFSConfig
     config: BFSConfig
 
-    def _search(self, run: SearchRun) -> int:
+    def _search(self, run: SearchRun) -> Steps[int]:
         frontier: list[ThoughtNode] = [run.tree.root]
         for step in range(run.depth_limit):
             open_states = [node for node in frontier if node.kind != "answer"]
             if not open_states:
                 break
             candidates = [node for node in frontier if node.kind == "answer"]
-            for node in open_states:
-                candidates.extend(expand(run, node.id))
+            candidates.extend((yield from expand(run, [node.id for node in open_states])))
             frontier = sorted(candidates, key=value_key)[: self.config.breadth]
             kept = {node.id for node in frontier}
             for node in candidates:

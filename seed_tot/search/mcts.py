@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from seed_tot.search.base import Search, SearchConfig, SearchRun, ThoughtNode, expand, value_key
+from seed_tot.search.steps import Steps
 
 
 class MCTSConfig(SearchConfig):
@@ -29,7 +30,7 @@ class MCTS(Search):
     config_class = MCTSConfig
     config: MCTSConfig
 
-    def _search(self, run: SearchRun) -> int:
+    def _search(self, run: SearchRun) -> Steps[int]:
         root = run.tree.root
         for node in run.tree.nodes():
             node.info.update(visits=0, return_sum=0.0)
@@ -37,10 +38,10 @@ class MCTS(Search):
             path = self._select(run, root)
             leaf = path[-1]
             if self._expandable(run, leaf):
-                self._expand(run, leaf)
+                yield from self._expand(run, leaf)
                 path.append(self._best_child(run, leaf))
                 if self.config.simulate:
-                    self._simulate(run, path)
+                    yield from self._simulate(run, path)
             self._backpropagate(path)
         if self.config.output_strategy == "most_visited":
             return self._most_visited_leaf(run, root).id
@@ -55,15 +56,15 @@ class MCTS(Search):
             path.append(node)
         return path
 
-    def _expand(self, run: SearchRun, node: ThoughtNode) -> None:
-        for child in expand(run, node.id):
+    def _expand(self, run: SearchRun, node: ThoughtNode) -> Steps[None]:
+        for child in (yield from expand(run, [node.id])):
             child.info.update(visits=0, return_sum=0.0)
 
-    def _simulate(self, run: SearchRun, path: list[ThoughtNode]) -> None:
+    def _simulate(self, run: SearchRun, path: list[ThoughtNode]) -> Steps[None]:
         node = path[-1]
         while self._expandable(run, node, ignore_children=True):
             if not run.tree.children(node.id):
-                self._expand(run, node)
+                yield from self._expand(run, node)
             node = self._best_child(run, node)
             path.append(node)
 

@@ -126,3 +126,9 @@ class ReasoningTree:
 
     def __len__(self) -> int:
         return self.graph.number_of_nodes()
+
+
+def value_key(node: ThoughtNode) -> tuple[bool, float, int]:
+    """Sort key: states no rule rejected first, then higher value, then lower id (ties break
+    the same way every run)."""
+    return ("rejected" in node.info, -(node.value if node.value is not None else float("-inf")), node.id)

@@ -1,0 +1,66 @@
+"""Choosing a search's answer: a majority vote over its answer leaves (self-consistency).
+
+Candidates are the tree's answer nodes that no rule rejected (a thought cut off by the token
+budget or shown wrong by the task never counts), the chain-of-thought candidate included when
+the search ran one. The answer with the most votes wins; a tie goes to the CoT candidate's
+answer, then to the tied answer whose best node has the highest value (then the lowest id).
+Without `vote`, or for tasks whose answers are not comparable (`votable` False, e.g. Creative
+Writing passages), the node the search chose gives the answer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key
+from tasks.base import Problem, Task
+
+
+@dataclass
+class Selection:
+    answer: str | None
+    node_id: int  # the node whose path is reported as the chosen path
+    method: str  # "vote" or "search"
+    votes: dict[str, int] = field(default_factory=dict)
+    cot_answer: str | None = None
+    search_answer: str | None = None  # what the search's own choice answered
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def vote_candidates(task: Task, problem: Problem, tree: ReasoningTree) -> list[tuple[str, ThoughtNode]]:
+    """(answer, node) for every answer node that counts in the vote."""
+    found = []
+    for node in tree.nodes():
+        if node.kind != "answer" or "rejected" in node.info or node.info.get("finish_reason") == "length":
+            continue
+        answer = task.extract_answer(problem, node.state)
+        if answer is not None:
+            found.append((answer, node))
+    return found
+
+
+def select_answer(task: Task, problem: Problem, tree: ReasoningTree, chosen_id: int, vote: bool) -> Selection:
+    chosen = tree.node(chosen_id)
+    search_answer = task.extract_answer(problem, chosen.state)
+    cot = next((node for node in tree.nodes() if node.info.get("cot")), None)
+    cot_answer = task.extract_answer(problem, cot.state) if cot is not None else None
+    candidates = vote_candidates(task, problem, tree) if vote and getattr(task, "votable", False) else []
+    if not candidates:
+        return Selection(search_answer, chosen_id, "search", cot_answer=cot_answer, search_answer=search_answer)
+    votes = Counter(answer for answer, _ in candidates)
+    top = max(votes.values())
+    tied = {answer for answer, count in votes.items() if count == top}
+    best_nodes = {}
+    for answer, node in candidates:
+        if answer in tied and (answer not in best_nodes or value_key(node) < value_key(best_nodes[answer])):
+            best_nodes[answer] = node
+    if cot_answer in tied:
+        winner = cot_answer
+    else:
+        winner = min(tied, key=lambda answer: value_key(best_nodes[answer]))
+    return Selection(
+        winner, best_nodes[winner].id, "vote", votes=dict(votes), cot_answer=cot_answer, search_answer=search_answer
+    )
