@@ -40,7 +40,7 @@ class TaskRunOptions:
     output_strategy: str
     temperature: float
     top_p: float
-    max_new_tokens: int
+    max_new_tokens: int | None  # None: the task's thought budget (256 unless the task says more)
     value_max_new_tokens: int
     value_samples: int
     value_temperature: float
@@ -78,13 +78,18 @@ def executor_options(opts: TaskRunOptions) -> dict:
     return options
 
 
-def search_settings(opts: TaskRunOptions) -> dict:
+DEFAULT_THOUGHT_TOKENS = 256
+
+
+def search_settings(opts: TaskRunOptions, task=None) -> dict:
+    """The search config's settings from the options (`task` supplies the default thought budget)."""
+    thought_tokens = opts.max_new_tokens or getattr(task, "thought_tokens", DEFAULT_THOUGHT_TOKENS)
     settings = {
         "n_thoughts": opts.n_thoughts,
         "depth": opts.depth,
         "seed": opts.seed,
         "thought_decode": DecodeConfig(
-            max_new_tokens=opts.max_new_tokens, temperature=opts.temperature, top_p=opts.top_p
+            max_new_tokens=thought_tokens, temperature=opts.temperature, top_p=opts.top_p
         ),
         "value_decode": DecodeConfig(
             max_new_tokens=opts.value_max_new_tokens, temperature=opts.value_temperature, top_p=opts.top_p
@@ -106,7 +111,7 @@ def search_settings(opts: TaskRunOptions) -> dict:
 
 def _check_numbers(opts: TaskRunOptions) -> None:
     for name, value in [("--thoughts", opts.n_thoughts), ("--breadth", opts.breadth), ("--iterations", opts.iterations),
-                        ("--max-new-tokens", opts.max_new_tokens), ("--value-max-new-tokens", opts.value_max_new_tokens),
+                        ("--max-new-tokens", opts.max_new_tokens or 1), ("--value-max-new-tokens", opts.value_max_new_tokens),
                         ("--value-samples", opts.value_samples), ("--concurrency", opts.concurrency)]:
         if value < 1:
             raise ConfigError(f"{name} must be at least 1 (got {value}).")
@@ -209,11 +214,11 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     _check_numbers(opts)
     method_settings = executor_options(opts)
     search_cls = search_class(opts.search)
+    task = get_task(task_name)
     try:
-        search_config = search_cls.config_class(**search_settings(opts))
+        search_config = search_cls.config_class(**search_settings(opts, task))
     except ValueError as exc:
         raise ConfigError(f"Bad search settings: {str(exc).splitlines()[-1]}.") from None
-    task = get_task(task_name)
     if opts.depth is not None and hasattr(task, "depth"):
         task.depth = opts.depth  # GSM8K asks its closing question on the last level
     ids = tuple(i.strip() for i in opts.ids.split(",") if i.strip()) if opts.ids else ()

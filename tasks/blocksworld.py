@@ -57,13 +57,17 @@ class BlocksworldTask:
     the statement, the actions so far and the simulated current state. The state is the plan
     so far, one action per line in PlanBench wording. A state is terminal when the simulated
     plan reaches the goal or when its last action is unreadable or breaks a precondition
-    (such a plan scores 0). The evaluator judges the last action "good" (value 1.0) or "bad"
-    (0.0); an unreadable verdict gets `fallback_value` = 0.0, the same as "bad".
+    (such a plan scores 0, and the rule check rejects it before any evaluator call). The
+    evaluator judges the last action "good" (value 1.0) or "bad" (0.0); an unreadable verdict
+    gets `fallback_value` = 0.0, the same as "bad". A thought ends at its first line break (one
+    action per thought). The CoT candidate writes the whole plan at once.
     """
 
     name = "blocksworld"
     default_depth = 7
     fallback_value = 0.0
+    thought_stop = ("\n",)
+    votable = True  # answers are plans in PlanBench wording: equal plans can be counted
 
     def __init__(self, domain_path: str | Path | None = None) -> None:
         self.domain = load_domain(str(domain_path or DEFAULT_DOMAIN))
@@ -119,6 +123,34 @@ class BlocksworldTask:
 
     def parse_value(self, text: str) -> float | None:
         return parse_good_bad(text)
+
+    def check_step(self, problem: Problem, state: str) -> str | None:
+        """Why the plan's newest action is certainly wrong (unreadable, or illegal here), or None."""
+        actions = read_plan(plan_lines(state))
+        if actions is None:
+            return "unreadable action"
+        if not self.check(problem, actions).executable:
+            return "the action breaks a precondition"
+        return None
+
+    def cot_prompt(self, problem: Problem) -> str:
+        """The whole plan in one generation (the CoT candidate of the vote)."""
+        return load_template(self.name, "cot").format(
+            intro=load_template(self.name, "intro"),
+            demonstrations=load_template(self.name, "demonstrations"),
+            statement=problem.question,
+        )
+
+    def cot_state(self, text: str) -> str:
+        """A generated whole plan as a state: its action lines up to [PLAN END], in PlanBench wording."""
+        lines = []
+        for line in text.split("[PLAN END]")[0].splitlines():
+            line = line.strip()
+            if not line or line.startswith("["):
+                continue
+            action = parse_action(line)
+            lines.append(action_text(action) if action is not None else line)
+        return "\n".join(lines)
 
     def extend_state(self, state: str, thought: str, step: int) -> str:
         """Append the thought's first action in PlanBench wording (its first line when unreadable)."""

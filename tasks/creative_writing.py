@@ -125,6 +125,7 @@ class CreativeWritingTask:
     name = "creative_writing"
     default_depth = 2
     fallback_value = 1.0
+    thought_tokens = 768  # a 4-paragraph passage needs more than the 256 of a GSM8K step
 
     def load(self, path: str | Path | None = None) -> list[Problem]:
         source = Path(path) if path is not None else DEFAULT_PATH
@@ -162,10 +163,13 @@ class CreativeWritingTask:
             return load_template(self.name, "value_plan").format(
                 sentences=self._sentences(problem), plan=plan_of(state)
             )
-        return self.judge_prompt(passage)
+        return load_template(self.name, "value_passage_check").format(
+            sentences=self._sentences(problem), passage=passage.strip()
+        )
 
     def parse_value(self, text: str) -> float | None:
-        return self.parse_judge(text)
+        """The concluding "Thus the coherency score is N" (the value prompts reason first)."""
+        return parse_rating(text, prefer_last=True)
 
     def extend_state(self, state: str, thought: str, step: int) -> str:
         if step == 0:

@@ -20,18 +20,18 @@ _LEADING = re.compile(r"^\s*[\[\(]?" + _NUMBER + r"\b")
 def parse_rating(text: str, low: float = 1.0, high: float = 10.0, prefer_last: bool = False) -> float | None:
     """A rating in [low, high] from free text, or None when no in-range rating is stated.
 
-    Looks for "N/10" or "N out of 10" first, then a labelled number ("Score: N", "score is N",
-    "rate it N"), then a number that opens the reply. `prefer_last` takes the last labelled number
-    (for prompts that ask for the conclusion on the last line). A stated rating out of range gives
-    None rather than a clipped value.
+    Ratings are "N/10" or "N out of 10", a labelled number ("Score: N", "score is N", "rate it
+    N") or a number that opens the reply. The first one stated counts, or with `prefer_last`
+    the last one (for prompts that ask for the conclusion on the last line). A stated rating
+    out of range gives None rather than a clipped value.
     """
     text = text.replace("*", "")  # markdown bold around the number
-    for pattern in (_OUT_OF_TEN, _LABELLED, _LEADING):
-        matches = list(pattern.finditer(text))
-        if matches:
-            value = float((matches[-1] if prefer_last else matches[0]).group(1))
-            return value if low <= value <= high else None
-    return None
+    matches = [m for pattern in (_OUT_OF_TEN, _LABELLED, _LEADING) for m in pattern.finditer(text)]
+    if not matches:
+        return None
+    chosen = max(matches, key=lambda m: m.start()) if prefer_last else min(matches, key=lambda m: m.start())
+    value = float(chosen.group(1))
+    return value if low <= value <= high else None
 
 
 def parse_verdict(text: str, values: dict[str, float]) -> float | None:

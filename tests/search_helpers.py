@@ -40,10 +40,12 @@ def tiny_config(config_class, **extra):
     """A small, fast search config for runs on the tiny random-weight pair."""
     from seed_tot.config import DecodeConfig
 
-    return config_class(
+    settings = dict(
         n_thoughts=2,
         depth=2,
         thought_decode=DecodeConfig(max_new_tokens=8, temperature=1.0),
         value_decode=DecodeConfig(max_new_tokens=4),
-        **extra,
+        value_samples=1,
+        cot_decode=DecodeConfig(max_new_tokens=8),
     )
+    return config_class(**{**settings, **extra})

@@ -25,7 +25,8 @@ def test_the_example_runs_on_the_tiny_pair(tmp_path, monkeypatch, capsys):
     trace = st.load_trace(trace_path)
     assert trace.search == "bfs" and trace.problem_id == "apples" and trace.gold == "7"
     assert len(trace.nodes) >= 1 + 3  # the root and at least one expansion
-    assert all(batch.size == 3 for batch in trace.batches)
+    # BFS b=2, n=3: the root's 3 thoughts, then the 2 kept states' 6 in one batch; greedy values: k=1
+    assert [b.size for b in trace.batches if b.role == "thought"] == [3, 6, 6]
     assert trace.metrics.new_tokens > 0 and trace.metrics.tokens_per_second > 0
     # random tiny models rarely write a readable 1-10 rating: the fallback value carries the run
     rated = [n for n in trace.nodes if n.kind != "root"]

@@ -13,17 +13,19 @@ def run_bfs(reply=idea_reply, depth=3, **config):
     return result, executor
 
 
-def test_every_expansion_sends_n_thoughts_then_n_evaluations():
-    result, executor = run_bfs(n_thoughts=3, breadth=2)
-    # 1 expansion at step 0, then 2 per step (breadth 2) for steps 1 and 2.
-    assert len(executor.batches) == 2 * (1 + 2 + 2)
-    assert [b.size for b in result.batches] == [3] * 10
+def test_every_step_sends_all_thoughts_then_all_evaluations():
+    result, executor = run_bfs(n_thoughts=3, breadth=2, value_samples=2)
+    # step 0 expands the root; steps 1 and 2 expand the 2 kept states in ONE batch of b*n.
+    assert len(executor.batches) == 2 * 3
+    assert [b.size for b in result.batches] == [3, 6, 6, 12, 6, 12]
     for thoughts, values in zip(executor.batches[0::2], executor.batches[1::2]):
-        assert len({tuple(r.prompt_ids) for r in thoughts}) == 1  # one prompt
-        assert len({r.seed for r in thoughts}) == 3  # n seeds
-        assert len({tuple(r.prompt_ids) for r in values}) == 3  # n different prompts
-    assert [b.role for b in result.batches] == ["thought", "value"] * 5
-    assert result.metrics.batches == 10 and result.metrics.requests == 30
+        states = len(thoughts) // 3
+        assert len({tuple(r.prompt_ids) for r in thoughts}) == states  # one prompt per expanded state
+        assert len({r.seed for r in thoughts}) == 3 * states  # n seeds each
+        assert len({tuple(r.prompt_ids) for r in values}) == 3 * states  # one prompt per new state
+        assert len({r.seed for r in values}) == len(values) == 2 * 3 * states  # k samples, own seeds
+    assert [b.role for b in result.batches] == ["thought", "value"] * 3
+    assert result.metrics.batches == 6 and result.metrics.requests == 45
 
 
 def test_bfs_keeps_the_best_states_and_answers_from_the_best():
@@ -79,7 +81,7 @@ def test_unparseable_values_get_the_fallback_and_are_counted():
     rated = [n for n in result.tree.nodes() if n.kind != "root"]
     assert len(rated) == 6
     assert all(n.value == -1.0 and n.value_parsed is False for n in rated)
-    assert all(n.raw_values == ["no idea at all"] for n in rated)
+    assert all(n.raw_values == ["no idea at all"] * 3 for n in rated)  # k = 3 samples by default
     assert result.metrics.parse_failures == 6 and result.metrics.evaluations == 6
 
 
@@ -125,11 +127,21 @@ def test_bfs_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
     problem = task.load()[0]
     executor = make_executor("batched", target)
     result = BFS(task, executor, PromptFormatter(target.tokenizer), tiny_config(BFSConfig, breadth=2)).run(problem)
-    assert all(batch.size == 2 for batch in result.batches)
-    rated = [n for n in result.tree.nodes() if n.kind != "root"]
+    cot = [n for n in result.tree.nodes() if n.info.get("cot")]
+    assert len(cot) == (1 if hasattr(task, "cot_prompt") else 0)
+    rated = [n for n in result.tree.nodes() if n.kind != "root" and not n.info.get("cot")]
     assert rated and all(n.value is not None for n in rated)
+    thought_sizes = [b.size for b in result.batches if b.role == "thought"]
+    assert thought_sizes[0] == 2 and sum(thought_sizes) == len(rated)
+    value_requests = sum(b.size for b in result.batches if b.role == "value")
+    assert value_requests == sum(len(n.raw_values) for n in rated)
+    for node in rated:  # a rejected state sends no evaluator request; the others send one each (k=1)
+        assert len(node.raw_values) == (0 if "rejected" in node.info else 1)
+        if node.info["finish_reason"] == "length":
+            assert "rejected" in node.info
     assert result.metrics.parse_failures == sum(1 for n in rated if not n.value_parsed)
-    assert result.metrics.new_tokens == sum(n.generation.new_tokens + n.evaluation.new_tokens for n in rated)
+    assert result.metrics.new_tokens == sum(
+        n.generation.new_tokens + n.evaluation.new_tokens for n in rated) + sum(n.generation.new_tokens for n in cot)
     assert result.score in (None, 0.0) or 0.0 <= result.score <= 1.0
 
 

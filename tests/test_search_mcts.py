@@ -20,8 +20,8 @@ def mean_path_value(tree, node_id):
 
 
 def test_mcts_finishes_with_batches_of_n_and_respects_the_depth_limit():
-    result, executor = run_mcts(depth=3, n_thoughts=3, iterations=5)
-    assert executor.batches and all(len(batch) == 3 for batch in executor.batches)
+    result, executor = run_mcts(depth=3, n_thoughts=3, iterations=5, value_samples=2)
+    assert executor.batches and [len(batch) for batch in executor.batches] == [3, 6] * (len(executor.batches) // 2)
     assert [b.role for b in result.batches] == ["thought", "value"] * (len(result.batches) // 2)
     for thoughts in executor.batches[0::2]:
         assert len({tuple(r.prompt_ids) for r in thoughts}) == 1 and len({r.seed for r in thoughts}) == 3
@@ -99,7 +99,8 @@ def test_mcts_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
     executor = make_executor("batched", target)
     config = tiny_config(MCTSConfig, iterations=2)
     result = MCTS(task, executor, PromptFormatter(target.tokenizer), config).run(problem)
-    assert result.batches and all(batch.size == 2 for batch in result.batches)
+    assert result.batches and all(batch.size == 2 for batch in result.batches if batch.role == "thought")
+    assert all(batch.size <= 2 for batch in result.batches if batch.role == "value")  # k=1; rejected: none
     assert result.tree.root.info["visits"] == 2
     assert max(n.depth for n in result.tree.nodes()) <= 2
-    assert all(n.value is not None for n in result.tree.nodes() if n.kind != "root")
+    assert all(n.value is not None for n in result.tree.nodes() if n.kind != "root" and not n.info.get("cot"))

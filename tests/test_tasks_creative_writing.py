@@ -115,7 +115,9 @@ def test_plan_then_passage_states(problems):
     assert task.is_terminal(problem, final, 1)
     assert task.extract_answer(problem, final) == text
     assert task.score(problem, task.extract_answer(problem, final)) == 1.0
-    assert task.value_prompt(problem, final, 1) == task.judge_prompt(text)
+    passage_value = task.value_prompt(problem, final, 1)
+    assert text.strip() in passage_value and "Thus the coherency score is" in passage_value
+    assert passage_value != task.judge_prompt(text)  # the value reasons first; the judge scores first
     headerless = task.extend_state(state, text, 1)
     assert passage_of(headerless) == text
 
@@ -138,8 +140,21 @@ def test_plan_of_without_header():
     ],
 )
 def test_parse_judge(text, value):
-    task = CreativeWritingTask()
-    assert task.parse_judge(text) == value and task.parse_value(text) == value
+    assert CreativeWritingTask().parse_judge(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("The passage flows well.\nThus the coherency score is 7", 7.0),
+        ("Paragraph 2 reads 9/10, but the endings clash.\nThus the coherency score is 4", 4.0),
+        ("The plan is coherent.\nThus the coherency score is [8]", 8.0),
+        ("Thus the coherency score is 12", None),
+        ("The passage is incoherent.", None),
+    ],
+)
+def test_parse_value_reads_the_concluding_score(text, value):
+    assert CreativeWritingTask().parse_value(text) == value
 
 
 def test_judge_prompt_asks_for_the_coherency_line():

@@ -88,6 +88,28 @@ def test_score_is_numeric_equality(problems):
 @pytest.mark.parametrize(
     ("text", "value"),
     [
+        ("The step subtracts 3 and 4 from 16 and gets 9, which is right.\nVerdict: sure", 20.0),
+        ("It is likely that she sells 9 eggs, but 9 * 2 is not 16.\nVerdict: impossible", 0.001),
+        ("The numbers come from the question.\n**Verdict:** Likely", 1.0),
+        ("Verdict: sure (the step is correct and useful)", 20.0),
+        ("The verdict is impossible.", 0.001),
+        ("I am sure the sub-answer is correct.", 20.0),  # no verdict line: the last verdict word
+        # Replies seen from a 1.5B model with the old "The number is:" prompt: a number, no verdict.
+        ("3", None),
+        ("10\nThe sub-answer is correct.", None),
+        # An echo of the prompt's option list is not a verdict.
+        ("Verdict: sure\nVerdict: likely\nVerdict: impossible", None),
+        ("The step is helpful.", None),
+        ("", None),
+    ],
+)
+def test_parse_value_reads_the_verdict_at_the_end(text, value):
+    assert Gsm8kTask().parse_value(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
         ("Score: 7", 7.0),
         ("7/10 - the step is correct.", 7.0),
         ("I'd rate it 8 out of 10.", 8.0),
@@ -95,21 +117,50 @@ def test_score_is_numeric_equality(problems):
         ("The number is: **9**. It directly helps.", 9.0),
         ("Thus the coherency score is 6", 6.0),
         ("Rating: 7.5", 7.5),
+        # the first stated rating wins, wherever its form: a leading number beats a later "N/10"
+        ("6. The passage scores 9/10 on style.", 6.0),
         ("Score: 0", None),
         ("I give it 11/10!", None),
         ("Score: 15", None),
         ("The step is helpful.", None),
-        ("The number of eggs is 9, which is helpful.", None),
         ("", None),
     ],
 )
-def test_parse_value(text, value):
-    assert Gsm8kTask().parse_value(text) == value
+def test_parse_rating(text, value):
+    assert parse_rating(text) == value
 
 
 def test_parse_rating_prefer_last():
     text = "Score: 3 for the first paragraph.\nThus the coherency score is 8"
     assert parse_rating(text) == 3.0 and parse_rating(text, prefer_last=True) == 8.0
+    text = "The plan reads 9/10 on style but the endings clash.\nThus the coherency score is 4"
+    assert parse_rating(text, prefer_last=True) == 4.0
+
+
+@pytest.mark.parametrize(
+    ("step", "wrong"),
+    [
+        ("Sub-question: How many eggs are left?\nSub-answer: 16 - 3 - 4 = 9 eggs.", None),
+        ("Sub-question: How many eggs are left?\nSub-answer: 16 - 3 - 4 = 8 eggs.", "16 - 3 - 4 = 8"),
+        ("Sub-question: Money?\nSub-answer: 9 * $2 = $18.", None),
+        ("Sub-question: Money?\nSub-answer: 9 x $2 = $20.", "9 x $2 = $20"),
+        ("Sub-question: Total?\nSub-answer: 1,000 + 500 = 1,500 dollars.", None),
+        ("Sub-question: Share?\nSub-answer: 10 / 3 = 3.33 each, 2/3 = 0.66 left.", None),  # rounded, truncated
+        ("Sub-question: Half?\nSub-answer: 20% of 50 = 10 and 1/2 of 10 = 5.", None),  # not plain arithmetic
+        ("Sub-question: Chain?\nSub-answer: 5 * 2 = 10, and 10 + 3 = 14.", "10 + 3 = 14"),
+    ],
+)
+def test_check_step_rejects_wrong_written_arithmetic(problems, step, wrong):
+    earlier = "Sub-question: Eggs?\nSub-answer: 2 + 2 = 5."  # only the newest step is checked
+    reason = Gsm8kTask().check_step(problems[0], earlier + "\n" + step)
+    assert reason == (None if wrong is None else f"wrong arithmetic: {wrong}")
+
+
+def test_a_declared_answer_at_the_last_step_ends_the_chain(problems):
+    task = Gsm8kTask(depth=2)
+    state = "Sub-question: Eggs left?\nSub-answer: 9.\nSub-question: Money?\nSub-answer: 9 * 2 = 18. The answer is 18."
+    assert not task.is_terminal(problems[0], state, 0)  # before the last step: needs the closing header
+    assert task.is_terminal(problems[0], state, 1)  # at the last step: the declared answer ends it
 
 
 def test_thoughts_extend_the_state_one_step_at_a_time(problems):
@@ -150,13 +201,15 @@ def test_prompts_fill_every_field(problems):
     first = task.thought_prompt(problem, "", 0)
     assert problem.question in first and "(none yet)" in first and "{" not in first
     middle = task.thought_prompt(problem, state, 1)
-    assert "Sub-answer: 9." in middle and "Now answer the question itself" not in middle
-    assert "Now answer the question itself" in task.thought_prompt(problem, state, 3)
-    assert "Now answer the question itself" in Gsm8kTask(depth=2).thought_prompt(problem, state, 1)
+    assert "Sub-answer: 9." in middle and "Now answer the original question" not in middle
+    final = task.thought_prompt(problem, state, 3)
+    assert "Now answer the original question" in final and final.count(problem.question) == 3  # restated
+    assert "Now answer the original question" in Gsm8kTask(depth=2).thought_prompt(problem, state, 1)
     value = task.value_prompt(problem, state, 1)
-    previous, newest = value.split("The new sub-question and sub-answer are:")
+    previous, newest = value.split("New step:")
     assert "How many eggs are left?" in previous and "How much money?" in newest and "How many eggs" not in newest
-    assert value.rstrip().endswith("The number is:")
+    assert "{" not in value and value.rstrip().endswith("Verdict: impossible (the step is wrong or useless)")
+    assert "Think step by step" in task.cot_prompt(problem) and problem.question in task.cot_prompt(problem)
 
 
 def test_malformed_rows_name_the_file_and_line(tmp_path):

@@ -51,7 +51,7 @@ def decode_options(f):
     return _apply(f, [
         click.option("--temperature", type=float, default=0.7, show_default=True, help="Thought sampling temperature (0 = greedy)."),
         click.option("--top-p", type=float, default=0.95, show_default=True, help="Nucleus sampling mass for thoughts and evaluator replies."),
-        click.option("--max-new-tokens", type=int, default=256, show_default=True, help="New tokens per thought (a thought cut off here is rejected, never an answer)."),
+        click.option("--max-new-tokens", type=int, default=None, help="New tokens per thought (default: the task's budget: 256, Creative Writing 768); a thought cut off here is rejected, never an answer."),
         click.option("--value-max-new-tokens", type=int, default=128, show_default=True, help="New tokens per State Evaluator reply."),
         click.option("--value-samples", type=int, default=3, show_default=True, help="Evaluator replies per state, averaged (k, as in Tree-of-Thoughts)."),
         click.option("--value-temperature", type=float, default=0.7, show_default=True, help="Evaluator sampling temperature (0 = one greedy reply is enough: use --value-samples 1)."),

@@ -58,7 +58,7 @@ class StateEvaluator:
         self.formatter = formatter
         self.decode = decode.with_stop(getattr(task, "value_stop", ()))  # end the reply at its verdict
         self.run_seed = run_seed
-        self.samples = samples
+        self.samples = 1 if self.decode.greedy else samples  # greedy replies would all be the same
 
     def requests(self, problem: Problem, nodes: list[ThoughtNode]) -> list[GenerationRequest]:
         """k requests per node that no rule rejects (the step is the parent's depth)."""
@@ -73,6 +73,7 @@ class StateEvaluator:
                     config=self.decode,
                     seed=request_seed(self.run_seed, problem.id, node.id, "value", index),
                     request_id=f"{problem.id}/n{node.id}/value{index}",
+                    group=problem.id,
                 )
                 for index in range(self.samples)
             )

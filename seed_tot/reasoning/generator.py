@@ -44,6 +44,7 @@ class ThoughtGenerator:
                 config=self.decode,
                 seed=request_seed(self.run_seed, problem.id, node.id, "thought", index),
                 request_id=f"{problem.id}/n{node.id}/thought{index}",
+                group=problem.id,
             )
             for index in range(self.n)
         ]

@@ -387,11 +387,15 @@ class BatchedSpeculativeExecutor:
         return drafts
 
     def _lookup_step(self, active: list[_Row], everyone: list[_Row]) -> list[_Draft]:
-        """Each active row's n-gram lookup chain (one-hot q), searched in every row of the run."""
+        """Each active row's n-gram lookup chain (one-hot q), searched in the row itself and in the
+        other rows of its request group (a problem's requests). Other groups are left out, so a
+        row's drafts, and therefore its sampled tokens, do not depend on what else shares the
+        batch (other problems, under --concurrency)."""
         drafts = []
         contexts = {id(row): row.request.prompt_ids + row.tokens for row in everyone}
         for row in active:
-            others = [contexts[id(other)] for other in everyone if other is not row]
+            others = [contexts[id(other)] for other in everyone
+                      if other is not row and other.request.group == row.request.group]
             chain = lookup_continuation(
                 contexts[id(row)], min(row.depth, row.remaining), self.max_ngram, self.min_ngram, others
             )

@@ -65,6 +65,9 @@ class GenerationRequest:
     config: DecodeConfig = field(default_factory=DecodeConfig)
     seed: int = 0
     request_id: str = ""
+    # Requests of one group (a problem) may share draft sources; executors never let one group's
+    # rows change another group's tokens.
+    group: str = ""
 
 
 @dataclass

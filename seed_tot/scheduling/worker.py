@@ -62,11 +62,13 @@ class TinyDraft:
     seed: int = 0
     vocab_size: int | None = None
     dtype: str = "float32"
+    noise: float | None = None  # draft weight noise; None: the default of build_tiny_pair
 
     def _build(self):
         from seed_tot.models.tiny import build_tiny_pair
 
-        return build_tiny_pair(seed=self.seed, vocab_size=self.vocab_size, dtype=getattr(torch, self.dtype))
+        extra = {} if self.noise is None else {"noise": self.noise}
+        return build_tiny_pair(seed=self.seed, vocab_size=self.vocab_size, dtype=getattr(torch, self.dtype), **extra)
 
     def load(self) -> ModelRunner:
         draft, _, tokenizer = self._build()

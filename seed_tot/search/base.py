@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError
 from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
-from seed_tot.reasoning.evaluator import StateEvaluator
+from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import request_seed
@@ -161,6 +161,7 @@ class Search(ABC):
             config=self.config.cot_decode,
             seed=request_seed(self.config.seed, run.problem.id, 0, "cot", 0),
             request_id=f"{run.problem.id}/cot",
+            group=run.problem.id,
         )
         outcome = yield Batch("cot", 0, [request])
         run.log.add("cot", 0, outcome.results, outcome)
@@ -179,6 +180,9 @@ def add_cot_node(run: SearchRun, result) -> ThoughtNode:
     node = run.tree.add_child(run.tree.root.id, thought=text, state=state, kind="answer", generation=result.stats)
     node.info.update(cot=True, finish_reason=result.finish_reason)
     node.seeds["cot"] = request_seed(run.evaluator.run_seed, problem.id, 0, "cot", 0)
+    reason = rejection(task, problem, node)  # cut off, or shown wrong: it does not vote
+    if reason is not None:
+        node.info["rejected"] = reason
     return node
 
 

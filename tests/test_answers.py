@@ -1,0 +1,109 @@
+"""Answer selection: majority vote over answer leaves, the CoT candidate, rejected states."""
+
+import pytest
+from scripted_executor import ScriptedExecutor
+from search_helpers import FORMATTER, PROBLEM, TOKENIZER
+
+from seed_tot.reasoning.simple_task import SimpleTask
+from seed_tot.search import BFS, BFSConfig
+from seed_tot.search.answers import select_answer
+from seed_tot.search.tree import ReasoningTree
+
+
+class VotingTask(SimpleTask):
+    votable = True
+
+
+def task() -> VotingTask:
+    return VotingTask(thought_template="THINK {question} {state}", value_template="RATE {state}",
+                      answer_pattern=r"ANSWER: *(\S+)")
+
+
+def tree_with(*leaves):
+    """A root with one child per (answer, value, info) leaf."""
+    tree = ReasoningTree()
+    tree.add_root("")
+    for answer, value, info in leaves:
+        node = tree.add_child(0, thought=f"ANSWER: {answer}", state=f"ANSWER: {answer}", kind="answer")
+        node.value = value
+        node.info.update(info)
+    return tree
+
+
+def test_the_majority_wins_over_the_best_valued_leaf():
+    tree = tree_with(("7", 9.0, {}), ("8", 1.0, {}), ("8", 1.0, {}))
+    selection = select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True)
+    assert selection.answer == "8" and selection.method == "vote" and selection.votes == {"7": 1, "8": 2}
+    assert selection.search_answer == "7" and selection.node_id == 2  # the tied 8s: lower id
+
+
+def test_a_tie_goes_to_the_cot_answer_then_to_the_best_value():
+    cot = {"cot": True}
+    tree = tree_with(("7", 9.0, {}), ("8", 1.0, {}), ("8", None, cot), ("7", 2.0, {}))
+    selection = select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True)
+    assert selection.answer == "8" and selection.cot_answer == "8" and selection.node_id == 2
+    tree = tree_with(("7", 1.0, {}), ("8", 5.0, {}), ("9", None, cot), ("7", 0.5, {}), ("8", 0.1, {}))
+    assert select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True).answer == "8"  # 7 and 8 tie
+
+
+def test_rejected_and_cut_off_answers_do_not_vote():
+    tree = tree_with(("7", 9.0, {}), ("8", 0.0, {"rejected": "wrong arithmetic"}),
+                     ("8", 0.0, {"finish_reason": "length"}), ("8", 1.0, {"rejected": "x"}))
+    selection = select_answer(task(), PROBLEM, tree, chosen_id=2, vote=True)
+    assert selection.answer == "7" and selection.votes == {"7": 1}
+
+
+def test_without_vote_or_votable_answers_the_search_choice_stands():
+    tree = tree_with(("7", 9.0, {}), ("8", 1.0, {}), ("8", 1.0, {}))
+    assert select_answer(task(), PROBLEM, tree, chosen_id=1, vote=False).answer == "7"
+    plain = SimpleTask(thought_template="", value_template="", answer_pattern=r"ANSWER: *(\S+)")
+    selection = select_answer(plain, PROBLEM, tree, chosen_id=1, vote=True)
+    assert selection.answer == "7" and selection.method == "search"
+
+
+def test_truncated_thoughts_are_rejected_unrated_and_never_answers():
+    """A thought cut off by the budget gets no evaluator request, value 0 and kind "thought"."""
+
+    def reply(prompt, request):
+        return "ANSWER: 9 and then more" if prompt.startswith("THINK") else "5"
+
+    class CutExecutor(ScriptedExecutor):
+        def run(self, requests):
+            results = super().run(requests)
+            for request, result in zip(requests, results):
+                if request.request_id.endswith("thought0"):
+                    result.finish_reason = "length"
+            return results
+
+    executor = CutExecutor(TOKENIZER, reply)
+    result = BFS(task(), executor, FORMATTER, BFSConfig(n_thoughts=3, depth=1, value_samples=2)).run(PROBLEM)
+    cut, *whole = result.tree.children(0)
+    assert cut.kind == "thought" and cut.info["rejected"].startswith("truncated") and cut.value == 0.0
+    assert cut.raw_values == [] and all(n.kind == "answer" and n.value == 5.0 for n in whole)
+    assert [len(b) for b in executor.batches] == [3, 4]  # 2 samples for each of the 2 whole thoughts
+    assert result.selection.votes == {"9": 2}
+
+
+@pytest.mark.parametrize("cot_candidate", [True, False])
+def test_the_cot_candidate_runs_in_the_first_executor_call(cot_candidate):
+    class CotTask(VotingTask):
+        def cot_prompt(self, problem):
+            return f"SOLVE {problem.question}"
+
+    def reply(prompt, request):
+        if prompt.startswith("SOLVE"):
+            return "ANSWER: 42"
+        return "ANSWER: 41" if prompt.startswith("THINK") else "5"
+
+    executor = ScriptedExecutor(TOKENIZER, reply)
+    config = BFSConfig(n_thoughts=2, depth=1, value_samples=1, cot_candidate=cot_candidate)
+    result = BFS(CotTask(thought_template="THINK {question}", value_template="RATE {state}",
+                         answer_pattern=r"ANSWER: *(\S+)"), executor, FORMATTER, config).run(PROBLEM)
+    if cot_candidate:
+        assert [len(b) for b in executor.batches] == [3, 2]  # 2 thoughts + the CoT, then 2 values
+        cot = [n for n in result.tree.nodes() if n.info.get("cot")]
+        assert len(cot) == 1 and cot[0].parent == 0 and result.selection.cot_answer == "42"
+        assert result.answer == "41"  # two leaves say 41: the majority beats the CoT
+        assert [b.role for b in result.batches] == ["thought", "cot", "value"]
+    else:
+        assert [len(b) for b in executor.batches] == [2, 2] and result.selection.cot_answer is None
