@@ -30,7 +30,7 @@ def model_options(f):
 
 def method_options(f):
     return _apply(f, [
-        click.option("--method", type=click.Choice(METHODS), default=DEFAULT_METHOD, show_default=True, help="Executor for every tree expansion: ar (plain), sd/mcsd (serial speculative), batched (batched AR), batched-sd/batched-mcsd (speculative batched across the n requests), batched-lookup (batched n-gram lookup drafts), seed/seed-mcsd (SEED: draft processes + FCFS verify queue), lookahead/jacobi/fastcot (inner per-node decoders)."),
+        click.option("--method", type=click.Choice(METHODS), default=DEFAULT_METHOD, show_default=True, help="Executor for every tree expansion: ar (plain), sd/mcsd (serial speculative), batched (batched AR), batched-sd/batched-mcsd (speculative batched across the n requests), batched-lookup (batched n-gram lookup drafts), seed/seed-mcsd (SEED: draft processes + FCFS verify queue), lookahead/jacobi/fastcot (inner per-node decoders, run request by request; --method is the one way to choose them, there is no separate --inner option)."),
         click.option("--k-config", "k_config", default=None, help="Draft token-tree shape, e.g. 2,2,1 (candidates per position); 1,1,1 = plain 3-token draft."),
         click.option("--k", "k", type=int, default=None, help="Draft length for a plain chain draft (same as --k-config 1,1,...,1)."),
         click.option("--workers", type=int, default=None, help="SEED draft processes (default: n thoughts)."),

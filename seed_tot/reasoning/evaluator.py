@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from seed_tot.config import DecodeConfig
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.seeds import request_seed
+from seed_tot.reasoning.seeds import search_request
 from seed_tot.scheduling.requests import GenerationRequest, GenerationResult, GenerationStats
 from tasks.base import Problem, Task
 
@@ -68,13 +68,7 @@ class StateEvaluator:
                 continue
             prompt_ids = self.formatter.encode(self.task.value_prompt(problem, node.state, node.depth - 1))
             requests.extend(
-                GenerationRequest(
-                    prompt_ids=list(prompt_ids),
-                    config=self.decode,
-                    seed=request_seed(self.run_seed, problem.id, node.id, "value", index),
-                    request_id=f"{problem.id}/n{node.id}/value{index}",
-                    group=problem.id,
-                )
+                search_request(prompt_ids, self.decode, self.run_seed, problem.id, node.id, "value", index)
                 for index in range(self.samples)
             )
         return requests

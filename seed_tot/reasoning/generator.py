@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from seed_tot.config import DecodeConfig
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.seeds import request_seed
+from seed_tot.reasoning.seeds import search_request
 from seed_tot.scheduling.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
 from tasks.base import Problem, Task
 
@@ -39,13 +39,7 @@ class ThoughtGenerator:
         """The n requests that expand `node`: one prompt, n seeds."""
         prompt_ids = self.formatter.encode(self.task.thought_prompt(problem, node.state, node.depth))
         return [
-            GenerationRequest(
-                prompt_ids=list(prompt_ids),
-                config=self.decode,
-                seed=request_seed(self.run_seed, problem.id, node.id, "thought", index),
-                request_id=f"{problem.id}/n{node.id}/thought{index}",
-                group=problem.id,
-            )
+            search_request(prompt_ids, self.decode, self.run_seed, problem.id, node.id, "thought", index)
             for index in range(self.n)
         ]
 

@@ -22,8 +22,8 @@ from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
 from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.seeds import request_seed
-from seed_tot.scheduling.requests import Executor, GenerationRequest
+from seed_tot.reasoning.seeds import request_seed, search_request
+from seed_tot.scheduling.requests import Executor
 from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)
@@ -156,12 +156,8 @@ class Search(ABC):
 
     def _cot(self, run: SearchRun, prompt: str) -> Steps[tuple[str, object]]:
         """One greedy chain of thought of the target for the whole problem (the CoT candidate)."""
-        request = GenerationRequest(
-            prompt_ids=self.formatter.encode(prompt),
-            config=self.config.cot_decode,
-            seed=request_seed(self.config.seed, run.problem.id, 0, "cot", 0),
-            request_id=f"{run.problem.id}/cot",
-            group=run.problem.id,
+        request = search_request(
+            self.formatter.encode(prompt), self.config.cot_decode, self.config.seed, run.problem.id, 0, "cot", 0
         )
         outcome = yield Batch("cot", 0, [request])
         run.log.add("cot", 0, outcome.results, outcome)
