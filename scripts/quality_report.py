@@ -1,0 +1,68 @@
+"""Accuracy of a task run, answer by answer: the tree's final (voted) answer, the CoT candidate
+alone (one greedy chain of thought of the same target, run inside the same search), the
+search's own choice, and the tree's vote without the CoT candidate.
+
+    python scripts/quality_report.py runs/quality-gsm8k [--task gsm8k]
+
+Reads OUT/results.jsonl and the traces it names; prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from seed_tot.search.answers import select_answer  # noqa: E402
+from seed_tot.trace import load_trace, tree_from_trace  # noqa: E402
+from tasks import get_task  # noqa: E402
+from tasks.base import Problem  # noqa: E402
+
+
+def tree_vote_without_cot(task, problem, trace) -> str | None:
+    tree = tree_from_trace(trace)
+    for node in list(tree.nodes()):
+        if node.info.get("cot"):
+            tree.graph.remove_node(node.id)
+    return select_answer(task, problem, tree, trace.chosen_path[-1] if trace.chosen_path[-1] in tree.graph else 0,
+                         vote=True).answer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--task", default="gsm8k")
+    args = parser.parse_args()
+    task = get_task(args.task)
+    rows = [json.loads(line) for line in (args.out / "results.jsonl").read_text().splitlines() if line.strip()]
+    counts = {"final": 0, "cot": 0, "search": 0, "tree_vote": 0}
+    tokens = seconds = 0.0
+    for row in rows:
+        trace = load_trace(row["trace_path"])
+        problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold)
+        selection = trace.selection or {}
+        answers = {
+            "final": row["answer"],
+            "cot": selection.get("cot_answer"),
+            "search": selection.get("search_answer"),
+            # no uncut answer leaf to vote on: the search's own choice answers
+            "tree_vote": tree_vote_without_cot(task, problem, trace) or selection.get("search_answer"),
+        }
+        for name, answer in answers.items():
+            counts[name] += task.score(problem, answer) == 1.0
+        tokens += row["new_tokens"]
+        seconds += row["wall_seconds"]
+        print(f"{row['problem_id']}: gold {row['gold']} | " + ", ".join(f"{k} {v}" for k, v in answers.items()))
+    n = len(rows)
+    print()
+    print("| problems | ToT final (vote + CoT) | CoT candidate alone | search's own choice | tree vote without CoT | tokens / problem | executor s / problem |")
+    print("|---|---|---|---|---|---|---|")
+    cells = [f"{counts[k]}/{n} ({counts[k] / n:.0%})" for k in ("final", "cot", "search", "tree_vote")]
+    print(f"| {n} | " + " | ".join(cells) + f" | {tokens / n:.0f} | {seconds / n:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
