@@ -1,5 +1,12 @@
 """SEED failure paths: configuration errors raise before any process starts; a worker that is
-killed or raises makes run() fail fast with its message; no process outlives any exit path."""
+killed, raises or hangs makes run() fail fast with its message; Ctrl-C raises KeyboardInterrupt
+wherever it lands; no process outlives any exit path.
+
+Every test is independent of timing and order: faults and interrupts are triggered by the
+condition they need (the N-th verification, the verifier waiting for a hung worker), never
+by a timer; each test gets its own executor; an autouse fixture reaps whatever a test leaves
+and compares only with the children that existed before the test.
+"""
 
 import _thread
 import multiprocessing
@@ -15,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import seed_tot.scheduling.seed as seed_module
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError, ModelNotFoundError, TokenizerMismatchError, WorkerError
 from seed_tot.scheduling.requests import GenerationRequest
@@ -50,21 +58,41 @@ def alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
-def our_children() -> list[int]:
+def our_children() -> set[int]:
     """Child processes of this test process, except multiprocessing's own resource tracker
     (started by the first spawn and shared by the whole interpreter, not a worker)."""
     tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-    return [pid for pid in children_of(os.getpid()) if pid != tracker]
+    return {pid for pid in children_of(os.getpid()) if pid != tracker}
 
 
-def assert_no_workers_left(pids: list[int]) -> None:
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and (multiprocessing.active_children() or our_children()):
-        time.sleep(0.05)
-    assert multiprocessing.active_children() == []
-    assert our_children() == []
-    for pid in pids:
-        assert not alive(pid), pid
+@pytest.fixture(autouse=True)
+def no_stray_workers():
+    """check(pids): within 10 s, none of `pids` is alive and this process has no child that
+    the test started (children from before the test, e.g. another module's, are not its).
+    Teardown kills and reaps whatever the test left, so a failing test cannot fail the next."""
+    before = our_children()
+
+    def stray(pids) -> set[int]:
+        multiprocessing.active_children()  # joins finished multiprocessing children
+        return (our_children() - before) | {pid for pid in pids if alive(pid)}
+
+    def check(pids=()) -> None:
+        deadline = time.monotonic() + 10.0
+        while stray(pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert stray(pids) == set()
+
+    yield check
+    for child in multiprocessing.active_children():
+        if child.pid not in before:
+            child.kill()
+            child.join(10)
+    for pid in our_children() - before:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
 
 
 def long_requests(n: int = 2) -> list[GenerationRequest]:
@@ -74,6 +102,28 @@ def long_requests(n: int = 2) -> list[GenerationRequest]:
 @pytest.fixture
 def target(tiny_pair):
     return tiny_pair[1]
+
+
+@pytest.fixture
+def executor(target):
+    """A fresh one-worker executor per test (no state shared between tests)."""
+    ex = SeedExecutor(target, TinyDraft(), num_workers=1, options=SeedOptions(k_config=(1, 1, 1)))
+    yield ex
+    ex.close()
+
+
+def on_call(monkeypatch, owner, name: str, action, at: int = 1) -> None:
+    """Run action() just before the `at`-th call of owner.name (a real point of the run)."""
+    original = getattr(owner, name)
+    calls = [0]
+
+    def wrapper(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == at:
+            action()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
 
 
 # ----------------------------------------------------------------------------- before any process
@@ -91,33 +141,26 @@ def target(tiny_pair):
         (dict(draft=TinyDraft(vocab_size=8)), TokenizerMismatchError),  # no tokenizer vs the byte tokenizer
     ],
 )
-def test_configuration_errors_raise_before_any_process(target, kwargs, error):
+def test_configuration_errors_raise_before_any_process(target, kwargs, error, no_stray_workers):
     draft = kwargs.pop("draft", TinyDraft())
     with pytest.raises(error) as info:
         SeedExecutor(target, draft, **kwargs)
     assert str(info.value).endswith(".") and "\n" not in str(info.value)
-    assert multiprocessing.active_children() == [] and our_children() == []
+    no_stray_workers()
 
 
-def test_empty_prompt_is_refused_before_spawning(target):
+def test_empty_prompt_is_refused_before_spawning(target, no_stray_workers):
     executor = SeedExecutor(target, TinyDraft(), num_workers=1)
     with pytest.raises(ConfigError):
         executor.run([GenerationRequest([], DecodeConfig())])
-    assert executor.worker_pids == [] and our_children() == []
+    assert executor.worker_pids == []
+    no_stray_workers()
 
 
 # ----------------------------------------------------------------------------- worker faults
 
 
-@pytest.fixture(scope="module")
-def executor(tiny_pair):
-    ex = SeedExecutor(tiny_pair[1], TinyDraft(), num_workers=1, options=SeedOptions(k_config=(1, 1, 1)))
-    yield ex
-    ex.close()
-
-
-def test_killed_worker_fails_fast(executor):
-    executor.options = SeedOptions(k_config=(1, 1, 1))
+def test_killed_worker_fails_fast(executor, monkeypatch, no_stray_workers):
     executor.start()
     pids = executor.worker_pids
     killed_at = []
@@ -126,52 +169,88 @@ def test_killed_worker_fails_fast(executor):
         killed_at.append(time.monotonic())
         os.kill(pids[0], signal.SIGKILL)
 
-    threading.Timer(0.5, kill).start()
+    on_call(monkeypatch, seed_module._Run, "_verify", kill, at=3)
     with pytest.raises(WorkerError, match=r"Draft worker 0 .*killed by signal 9"):
         executor.run(long_requests())
     assert time.monotonic() - killed_at[0] < 10.0
-    assert_no_workers_left(pids)
+    no_stray_workers(pids)
 
 
-def test_raising_worker_fails_with_its_message_then_recovers(executor, tiny_pair):
+def test_raising_worker_fails_with_its_message_then_recovers(executor, no_stray_workers):
     executor.options = SeedOptions(k_config=(1, 1, 1), inject_fault="draft:3")
     with pytest.raises(WorkerError, match="injected fault at draft 3"):
         executor.run(long_requests())
-    pids = executor.worker_pids
-    assert pids == []
-    assert_no_workers_left(pids)
+    assert executor.worker_pids == []
+    no_stray_workers()
     # the next run starts fresh workers and works
     executor.options = SeedOptions(k_config=(1, 1, 1))
     result = executor.run([GenerationRequest(list(b"ok "), DecodeConfig(max_new_tokens=5))])
     assert len(result[0].token_ids) == 5
 
 
-def test_keyboard_interrupt_stops_every_worker(executor):
-    executor.options = SeedOptions(k_config=(1, 1, 1))
+@pytest.mark.parametrize("where", ["_verify", "_collect"])
+def test_keyboard_interrupt_stops_every_worker(executor, monkeypatch, no_stray_workers, where):
+    """Ctrl-C in the middle of a run (during a verification, or while waiting for drafts) raises
+    KeyboardInterrupt out of run() and leaves no worker behind."""
     executor.start()
     pids = executor.worker_pids
-    threading.Timer(0.5, _thread.interrupt_main).start()
+    on_call(monkeypatch, seed_module._Run, where, _thread.interrupt_main, at=3)
     with pytest.raises(KeyboardInterrupt):
         executor.run(long_requests())
-    assert_no_workers_left(pids)
+    no_stray_workers(pids)
 
 
-def test_worker_failing_to_load_raises_at_start(target):
+def test_keyboard_interrupt_while_a_worker_hangs(executor, monkeypatch, no_stray_workers):
+    """The verifier blocked on a silent worker still answers a real Ctrl-C (SIGINT) at once."""
+    executor.options = SeedOptions(k_config=(1, 1, 1), inject_fault="hang:2")
+    executor.start()
+    pids = executor.worker_pids
+    send_sigint = lambda: threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT)).start()
+    # the 2nd wait is for the worker's 2nd draft, which never comes: SIGINT lands before or
+    # during that wait, and either way must surface as KeyboardInterrupt
+    on_call(monkeypatch, seed_module, "wait_for", send_sigint, at=2)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        executor.run(long_requests(1))
+    assert time.monotonic() - started < 60
+    no_stray_workers(pids)
+
+
+def test_keyboard_interrupt_while_closing_is_raised_after_every_worker_is_reaped(
+    executor, monkeypatch, no_stray_workers
+):
+    executor.start()
+    pids = executor.worker_pids
+    on_call(monkeypatch, seed_module, "_reap", _thread.interrupt_main, at=1)
+    with pytest.raises(KeyboardInterrupt):
+        executor.close()
+    no_stray_workers(pids)
+
+
+def test_held_interrupts_delivers_a_held_ctrl_c_on_exit():
+    reached_end = []
+    with pytest.raises(KeyboardInterrupt):
+        with seed_module.held_interrupts():
+            signal.raise_signal(signal.SIGINT)
+            reached_end.append(True)
+    assert reached_end == [True]
+
+
+def test_worker_failing_to_load_raises_at_start(target, no_stray_workers):
     with SeedExecutor(target, TinyDraft(), num_workers=1, inject_fault="load") as executor:
         started = time.monotonic()
         with pytest.raises(WorkerError, match="injected fault while loading"):
             executor.run([GenerationRequest(list(b"x"), DecodeConfig(max_new_tokens=2))])
         assert time.monotonic() - started < 120
-    assert_no_workers_left([])
+    no_stray_workers()
 
 
-def test_close_and_context_manager_stop_workers(executor):
-    executor.options = SeedOptions(k_config=(1, 1, 1))
+def test_close_and_context_manager_stop_workers(executor, no_stray_workers):
     with executor:
         executor.run([GenerationRequest(list(b"hi "), DecodeConfig(max_new_tokens=4))])
         pids = executor.worker_pids
         assert len(pids) == 1
-    assert_no_workers_left(pids)
+    no_stray_workers(pids)
     executor.close()  # idempotent
 
 

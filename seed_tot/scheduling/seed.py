@@ -13,11 +13,15 @@ schedule, the discipline, batching or the number of workers.
 
 from __future__ import annotations
 
+import _thread
 import logging
 import logging.handlers
+import signal
+import threading
 import time
 import weakref
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait as wait_for
 from typing import Literal
@@ -64,7 +68,7 @@ class SeedOptions:
     adaptive_k: per-request draft depth that grows after a fully accepted draft and shrinks
         after a draft rejected at its first position (between 1 and max_depth).
     discipline: "fcfs" (the paper) or "round-robin" (serve the workers in cyclic order).
-    inject_fault: test-only hook for the workers ("load" or "draft:N").
+    inject_fault: test-only hook for the workers ("load", "draft:N" or "hang:N", see FaultInjection).
     """
 
     k_config: tuple[int, ...] = (1, 1, 1)
@@ -121,34 +125,82 @@ class _WorkerHandle:
     request: int | None = None  # the request it serves now (None: free)
 
 
+@contextmanager
+def held_interrupts(reraise: bool = True):
+    """Hold Ctrl-C (SIGINT) over a short critical section, then deliver it; none is lost.
+
+    Inside, a SIGINT (or _thread.interrupt_main) is recorded instead of raising
+    KeyboardInterrupt half-way through the section, and SIGINT stays blocked in this thread,
+    so a child process started inside inherits it blocked (a draft worker cannot be killed by
+    Ctrl-C before it ignores SIGINT). On exit the previous handler is restored and a held
+    SIGINT is re-delivered to it: KeyboardInterrupt is raised right there (reraise=True), or on
+    the main thread's next bytecode (reraise=False: for finalizers, which would swallow it).
+    Outside the main thread (signal handlers run only there) it does nothing.
+    """
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    if previous is None:  # not the main thread, or a handler installed outside Python: leave it alone
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        yield
+    finally:
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending SIGINT reaches the recorder now
+        signal.signal(signal.SIGINT, previous)  # runs the recorder for a tripped SIGINT first
+        if held:
+            if reraise or previous is signal.SIG_DFL:
+                signal.raise_signal(signal.SIGINT)  # the previous handler runs before this returns
+            else:
+                _thread.interrupt_main(signal.SIGINT)
+
+
 class _Pool:
-    """The worker processes and the log listener; closing is idempotent and never raises."""
+    """The worker processes and the log listener.
+
+    close() is idempotent, never raises and is never cut short: Ctrl-C during it is held until
+    every worker is reaped and raised afterwards (see held_interrupts).
+    """
 
     def __init__(self):
         self.workers: list[_WorkerHandle] = []
         self.listener: logging.handlers.QueueListener | None = None
         self.spawned_with: tuple = ()  # the options the workers were started with
 
-    def close(self, graceful: bool = True) -> None:
-        for worker in self.workers:
-            if graceful and worker.process.is_alive():
+    def close(self, graceful: bool = True, from_finalizer: bool = False) -> None:
+        with held_interrupts(reraise=not from_finalizer):
+            workers, self.workers = self.workers, []
+            listener, self.listener = self.listener, None
+            for worker in workers:
+                if graceful and worker.process.is_alive():
+                    try:
+                        worker.conn.send(Stop())
+                    except (OSError, ValueError):
+                        pass
+            for worker in workers:
                 try:
-                    worker.conn.send(Stop())
-                except (OSError, ValueError):
-                    pass
-        for worker in self.workers:
-            worker.process.join(2.0 if graceful else 0.05)
-            if worker.process.is_alive():
-                worker.process.terminate()
-                worker.process.join(2.0)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join(2.0)
-            worker.conn.close()
-        self.workers = []
-        if self.listener is not None:
-            self.listener.stop()
-            self.listener = None
+                    _reap(worker, graceful)
+                except Exception:  # keep closing the others
+                    log.exception("could not stop draft worker %d (pid %s)", worker.index, worker.process.pid)
+            if listener is not None:
+                try:
+                    listener.stop()
+                except Exception:
+                    log.exception("could not stop the worker log listener")
+
+
+def _reap(worker: _WorkerHandle, graceful: bool) -> None:
+    """Wait for a worker to exit (after Stop), else terminate it, else kill it; close its pipe."""
+    worker.process.join(2.0 if graceful else 0.05)
+    if worker.process.is_alive():
+        worker.process.terminate()
+        worker.process.join(2.0)
+    if worker.process.is_alive():
+        worker.process.kill()
+        worker.process.join(2.0)
+    worker.conn.close()
 
 
 class _ParentLogDispatch(logging.Handler):
@@ -212,7 +264,7 @@ class SeedExecutor:
         self.last_events: list[Event] = []
         self._check_pair()
         self._pool = _Pool()
-        self._finalizer = weakref.finalize(self, self._pool.close, False)
+        self._finalizer = weakref.finalize(self, self._pool.close, graceful=False, from_finalizer=True)
 
     # -- lifecycle
 
@@ -280,9 +332,12 @@ class SeedExecutor:
                 name=f"seed-draft-{i}",
                 daemon=True,
             )
-            process.start()
-            child_end.close()
-            self._pool.workers.append(_WorkerHandle(i, process, parent_end, q_buffer))
+            # Held Ctrl-C: the worker is in the pool the moment it exists (so it is reaped), and it
+            # starts with SIGINT blocked (only this process handles Ctrl-C; see worker_main).
+            with held_interrupts():
+                process.start()
+                self._pool.workers.append(_WorkerHandle(i, process, parent_end, q_buffer))
+                child_end.close()
         deadline = time.monotonic() + self.options.start_timeout_s
         waiting = set(range(self.num_workers))
         while waiting:
@@ -367,14 +422,15 @@ class SeedExecutor:
             if not request.prompt_ids:
                 raise ConfigError("A request has an empty prompt: give at least one prompt token.")
         self.options = self.options.validated()
-        self.start()
         old_threads = torch.get_num_threads()
-        if self.options.target_threads is not None:
-            torch.set_num_threads(self.options.target_threads)
         try:
+            self.start()
+            if self.options.target_threads is not None:
+                torch.set_num_threads(self.options.target_threads)
             return _Run(self, requests).execute()
         except BaseException:
-            # Workers are mid-request with stale caches: stop them all; the next run respawns.
+            # Ctrl-C (KeyboardInterrupt), a worker failure, anything: workers may be mid-request
+            # with stale caches, so stop them all (the next run respawns), then re-raise as is.
             self._pool.close(graceful=False)
             raise
         finally:

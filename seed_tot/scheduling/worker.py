@@ -19,6 +19,7 @@ import logging
 import logging.handlers
 import os
 import signal
+import time
 import traceback
 from dataclasses import dataclass, field
 
@@ -194,7 +195,8 @@ class _Sequence:
 
 
 class FaultInjection:
-    """Test-only hook: "load" raises while loading; "draft:N" raises at the N-th draft."""
+    """Test-only hook: "load" raises while loading; "draft:N" raises at the N-th draft;
+    "hang:N" stops answering at the N-th draft (alive, silent, until terminated)."""
 
     def __init__(self, spec: str | None):
         self.spec = spec or ""
@@ -206,7 +208,11 @@ class FaultInjection:
 
     def on_draft(self) -> None:
         self.drafts += 1
-        if self.spec.startswith("draft:") and self.drafts >= int(self.spec.split(":")[1]):
+        kind, _, n = self.spec.partition(":")
+        if kind in ("draft", "hang") and self.drafts >= int(n):
+            if kind == "hang":
+                while True:
+                    time.sleep(3600)
             raise RuntimeError(f"injected fault at draft {self.drafts}")
 
 
@@ -278,8 +284,13 @@ def worker_main(
     fault_spec: str | None,
 ) -> None:
     """Entry point of a spawned draft worker; returns when told to stop or the parent is gone."""
-    # Ctrl-C reaches the whole process group: the parent handles it and stops the workers.
+    # Ctrl-C reaches the whole process group: the parent handles it and stops the workers. The
+    # parent started this process with SIGINT blocked (seed.held_interrupts), so a Ctrl-C while
+    # Python and torch were still importing could not kill it either; from here on it is ignored.
+    # So a worker never sees KeyboardInterrupt, and the broad except below never reports one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _setup_logging(log_queue, log_level)
     try:
         torch.set_num_threads(num_threads)
