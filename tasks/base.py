@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+from prompts import read_template
+
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
@@ -55,4 +56,4 @@ class Task(Protocol):
 
 def load_template(task: str, name: str) -> str:
     """Plain-text prompt template prompts/<task>/<name>.txt with {field} placeholders."""
-    return (PROMPTS_DIR / task / f"{name}.txt").read_text()
+    return read_template(task, name)

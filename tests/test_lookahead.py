@@ -129,33 +129,71 @@ def test_ngram_drafter_through_the_speculative_verify_path_equals_greedy(tiny_pa
     assert accepted > 0
 
 
-def test_ngram_drafter_sampling_keeps_the_target_distribution():
-    """First sampled token through the real verify path, drafts = 3 distinct one-hot siblings."""
-    from collections import Counter
+NGRAM_PROMPT = [1, 2, 0, 1, 3, 0, 1, 4, 0, 1]  # the pool offers 2, 3 and 4 after the pending token 1
+NGRAM_SAMPLES = 20_000
 
-    from scipy.stats import chisquare
 
-    from seed_tot.decoding.sampling import probabilities
+@pytest.fixture(scope="module")
+def ngram_case():
+    """The vocab-8 target, the n-gram drafter's first proposal (3 one-hot siblings) and the
+    target probabilities that verify it, computed by the real speculative path."""
+    from seed_tot.decoding.speculative import target_probs_for_tree
     from seed_tot.models.tiny import build_tiny_pair
     from seed_tot.runtime import ModelRunner
 
     _, model, _ = build_tiny_pair(seed=0, vocab_size=8)
     target = ModelRunner(model, None, "target-v8")
-    prompt = [1, 2, 0, 1, 3, 0, 1, 4, 0, 1]  # the pool offers 2, 3 and 4 after the pending token 1
-    config = DecodeConfig(max_new_tokens=1, temperature=1.0)
-    drafter = NGramPoolDrafter(8, ngram=3, candidates=3)
-    assert sorted(drafter.propose(prompt[:-1], prompt[-1], 1).tokens) == [2, 3, 4]
+    tree = NGramPoolDrafter(8, ngram=3, candidates=3).propose(NGRAM_PROMPT[:-1], NGRAM_PROMPT[-1], 1)
+    assert sorted(tree.tokens) == [2, 3, 4]
+    cache = target.new_cache()
+    target.forward(torch.tensor([NGRAM_PROMPT[:-1]]), cache)
+    probs = target_probs_for_tree(target, cache, NGRAM_PROMPT[-1], tree, 1.0, 1.0)
+    return target, tree, probs
+
+
+def first_token(tree, probs, generator, verify) -> int:
+    verdict = verify(tree, probs, generator)
+    return (verdict.accepted_tokens + [verdict.next_token])[0]
+
+
+def ngram_p_value(ngram_case, verify) -> float:
+    from collections import Counter
+
+    from scipy.stats import chisquare
+
+    target, tree, probs = ngram_case
     generator = torch.Generator().manual_seed(7)
-    samples = 1200  # the multi-candidate rule itself is proven with 20,000 samples in test_distribution.py
-    counts = Counter(
-        speculative_decode_with(NGramPoolDrafter(8, ngram=3, candidates=3), target, prompt, config, generator=generator).token_ids[0]
-        for _ in range(samples)
-    )
-    p = probabilities(target.forward(torch.tensor([prompt]))[0, -1], 1.0)
+    counts = Counter(first_token(tree, probs, generator, verify) for _ in range(NGRAM_SAMPLES))
     observed = [counts.get(t, 0) for t in range(8)]
-    expected = [float(p[t]) * samples for t in range(8)]
+    expected = [float(probs[0, t]) * NGRAM_SAMPLES for t in range(8)]
     scale = sum(observed) / sum(expected)
-    assert chisquare(observed, [e * scale for e in expected]).pvalue > 1e-3
+    return float(chisquare(observed, [e * scale for e in expected]).pvalue)
+
+
+def test_ngram_drafter_sampling_keeps_the_target_distribution(ngram_case):
+    """First sampled token of 20,000 verifications of 3 one-hot sibling drafts vs the exact p."""
+    from seed_tot.decoding.verify import verify_tree
+
+    assert ngram_p_value(ngram_case, verify_tree) > 1e-3
+
+
+@pytest.mark.parametrize("rule", ["always_accept", "resample_from_p"])
+def test_ngram_sampling_test_catches_a_wrong_rule(ngram_case, rule):
+    import test_distribution
+
+    assert ngram_p_value(ngram_case, getattr(test_distribution, rule)) < 1e-6
+
+
+def test_real_ngram_decoder_equals_the_replay(ngram_case):
+    """speculative_decode_with emits, seed by seed, the token the replay above samples."""
+    from seed_tot.decoding.verify import verify_tree
+
+    target, tree, probs = ngram_case
+    config = DecodeConfig(max_new_tokens=1, temperature=1.0)
+    for seed in range(100):
+        drafter = NGramPoolDrafter(8, ngram=3, candidates=3)
+        real = speculative_decode_with(drafter, target, NGRAM_PROMPT, config, seed=seed).token_ids
+        assert real == [first_token(tree, probs, torch.Generator().manual_seed(seed), verify_tree)], seed
 
 
 def real_target_cases(dtype: str, max_new_tokens: int):

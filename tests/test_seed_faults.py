@@ -66,6 +66,16 @@ def our_children() -> set[int]:
 
 
 @pytest.fixture(autouse=True)
+def python_handles_ctrl_c():
+    """Python's own SIGINT handler for every test. A runner started in the background (`cmd &`,
+    nohup) inherits SIGINT ignored, and then neither Ctrl-C nor _thread.interrupt_main does
+    anything: the interrupt tests would test nothing (or wait forever)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(autouse=True)
 def no_stray_workers():
     """check(pids): within 10 s, none of `pids` is alive and this process has no child that
     the test started (children from before the test, e.g. another module's, are not its).
@@ -202,7 +212,8 @@ def test_keyboard_interrupt_stops_every_worker(executor, monkeypatch, no_stray_w
 
 def test_keyboard_interrupt_while_a_worker_hangs(executor, monkeypatch, no_stray_workers):
     """The verifier blocked on a silent worker still answers a real Ctrl-C (SIGINT) at once."""
-    executor.options = SeedOptions(k_config=(1, 1, 1), inject_fault="hang:2")
+    # a lost SIGINT ends in a WorkerError after the stall timeout, never in a hung test
+    executor.options = SeedOptions(k_config=(1, 1, 1), inject_fault="hang:2", stall_timeout_s=120)
     executor.start()
     pids = executor.worker_pids
     send_sigint = lambda: threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT)).start()

@@ -1,0 +1,47 @@
+"""A plain (non-editable) install from a built wheel has every prompt template and data file:
+the wheel is built from this checkout, installed into an empty directory, and every task renders
+its prompts from there, outside the source tree."""
+
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+CHECK = textwrap.dedent(
+    """
+    import sys
+    import prompts, tasks
+    from tasks import TASK_NAMES, get_task
+
+    for module in (prompts, tasks):
+        assert module.__file__.startswith(sys.argv[1]), module.__file__
+    for name in TASK_NAMES:
+        task = get_task(name)
+        problem = task.load()[0]
+        assert problem.question and task.thought_prompt(problem, "", 0) and task.value_prompt(problem, "", 0)
+    print("ok", len(TASK_NAMES))
+    """
+)
+
+
+def test_wheel_ships_prompts_and_data(tmp_path):
+    dist, site = tmp_path / "dist", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(REPO)], check=True, cwd=tmp_path)
+    wheel = next(dist.glob("seed_tot-*.whl"))
+    shipped = set(zipfile.ZipFile(wheel).namelist())
+    templates = [path.relative_to(REPO).as_posix() for path in REPO.glob("prompts/*/*.txt")]
+    assert templates and not [name for name in templates if name not in shipped]
+    subprocess.run(pip + ["install", "--no-deps", "--target", str(site), str(wheel)], check=True, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", CHECK, str(site)],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok 3")
