@@ -33,8 +33,9 @@ def _task_command(task_name: str, command_name: str, doc: str):
 gsm8k = _task_command(
     "gsm8k",
     "gsm8k",
-    "Grade-school math (GSM8K test split): sub-question/sub-answer thoughts, 1-10 helpfulness values, "
-    "accuracy against the '#### N' gold answer. Paper default depth 4.",
+    "Grade-school math (GSM8K test split): sub-question/sub-answer thoughts, sure/likely/impossible "
+    "verdicts on each step, answer by vote with a greedy CoT candidate; accuracy against the '#### N' gold "
+    "answer. Paper default depth 4.",
 )
 creative_writing = _task_command(
     "creative_writing",
