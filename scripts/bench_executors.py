@@ -41,7 +41,7 @@ from seed_tot.models import load_pair  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.records import RecordLog, settings_key  # noqa: E402
 from seed_tot.scheduling.factory import make_executor  # noqa: E402
-from seed_tot.scheduling.requests import GenerationRequest, GenerationResult  # noqa: E402
+from seed_tot.requests import GenerationRequest, GenerationResult  # noqa: E402
 from tasks.gsm8k import Gsm8kTask  # noqa: E402
 
 # label -> (factory method, options)

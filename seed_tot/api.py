@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from seed_tot.errors import ConfigError
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.scheduling.requests import Executor
+from seed_tot.requests import Executor
 from seed_tot.search import Search, SearchConfig, SearchResult, search_class
 from seed_tot.trace import Trace, build_trace
 from tasks.base import Problem, Task

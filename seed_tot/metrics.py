@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from seed_tot.scheduling.requests import GenerationResult, GenerationStats
+from seed_tot.requests import GenerationResult, GenerationStats
 
 
 @dataclass

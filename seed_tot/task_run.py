@@ -16,7 +16,7 @@ from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.runs import ProblemRecord, append_record, finished_ids, load_records, select_problems, summarize
 from seed_tot.scheduling.progress import ProgressExecutor
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 
 
 @dataclass

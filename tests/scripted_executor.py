@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from seed_tot.scheduling.requests import GenerationRequest, GenerationResult, GenerationStats
+from seed_tot.requests import GenerationRequest, GenerationResult, GenerationStats
 
 Reply = Callable[[str, GenerationRequest], str]
 

@@ -10,7 +10,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode, next_token
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.errors import ConfigError
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.serial import SerialExecutor, serial_executor
 
 

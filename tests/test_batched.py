@@ -15,7 +15,7 @@ from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
 from seed_tot.decoding.drafters import lookup_continuation
 from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 
 TEXTS = [
     "Hello world",

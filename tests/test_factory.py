@@ -6,7 +6,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.errors import ConfigError
 from seed_tot.scheduling.factory import METHODS, make_executor
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 
 EXACT_IN_PROCESS = ["ar", "sd", "mcsd", "batched", "batched-sd", "batched-mcsd", "batched-lookup", "lookahead", "jacobi"]
 

@@ -10,7 +10,7 @@ from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import request_seed
 from seed_tot.reasoning.simple_task import SimpleTask, fill, first_number
-from seed_tot.scheduling.requests import GenerationStats
+from seed_tot.requests import GenerationStats
 from seed_tot.search.tree import ReasoningTree
 
 CHAT_TEMPLATE = (

@@ -19,7 +19,7 @@ from seed_tot.decoding.sampling import probabilities
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.events import intervals, summarize
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions, next_depth, shaped_k_config
 from seed_tot.scheduling.worker import TinyDraft, derive_seed, tree_size
 

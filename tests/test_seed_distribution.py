@@ -26,7 +26,7 @@ from seed_tot.decoding.sampling import probabilities
 from seed_tot.decoding.verify import DraftTree
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
 from seed_tot.scheduling.worker import TinyDraft
 from test_distribution import always_accept, resample_from_p

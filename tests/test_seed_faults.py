@@ -25,7 +25,7 @@ import pytest
 import seed_tot.scheduling.seed as seed_module
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError, ModelNotFoundError, TokenizerMismatchError, WorkerError
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
 from seed_tot.scheduling.worker import NamedDraft, TinyDraft
 
@@ -271,7 +271,7 @@ SCRIPT = textwrap.dedent(
     from seed_tot.config import DecodeConfig
     from seed_tot.models.tiny import build_tiny_pair
     from seed_tot.runtime import ModelRunner
-    from seed_tot.scheduling.requests import GenerationRequest
+    from seed_tot.requests import GenerationRequest
     from seed_tot.scheduling.seed import SeedExecutor
     from seed_tot.scheduling.worker import TinyDraft
 

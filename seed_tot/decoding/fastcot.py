@@ -29,7 +29,7 @@ from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
 from seed_tot.errors import ConfigError
 from seed_tot.runtime import ModelRunner, fork_cache, rollback
-from seed_tot.scheduling.requests import FinishReason, GenerationStats
+from seed_tot.requests import FinishReason, GenerationStats
 
 DEFAULT_TRIGGER = " So the answer is"
 

@@ -32,7 +32,7 @@ from seed_tot.decoding.speculative import check_prompt, stop_criteria
 from seed_tot.decoding.verify import DraftTree
 from seed_tot.errors import ConfigError
 from seed_tot.runtime import ModelRunner, cache_length, keep_positions, rollback, tree_attention_mask, tree_position_ids
-from seed_tot.scheduling.requests import GenerationStats
+from seed_tot.requests import GenerationStats
 
 
 @dataclass

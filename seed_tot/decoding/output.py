@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from seed_tot.scheduling.requests import FinishReason, GenerationStats
+from seed_tot.requests import FinishReason, GenerationStats
 
 
 @dataclass

@@ -37,7 +37,7 @@ from seed_tot.runtime import (
     tree_position_ids,
 )
 from seed_tot.runtime.masks import tree_depths
-from seed_tot.scheduling.requests import GenerationStats
+from seed_tot.requests import GenerationStats
 
 if TYPE_CHECKING:
     from seed_tot.decoding.drafters import Drafter

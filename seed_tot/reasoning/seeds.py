@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 
 from seed_tot.config import DecodeConfig
-from seed_tot.scheduling.requests import GenerationRequest
+from seed_tot.requests import GenerationRequest
 
 
 def request_seed(run_seed: int, problem_id: str, node_id: int, role: str, index: int) -> int:

@@ -28,7 +28,7 @@ from seed_tot.decoding.verify import DraftTree, verify_tree
 from seed_tot.errors import ConfigError
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.scheduling.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
+from seed_tot.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from seed_tot.errors import ConfigError
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.scheduling.requests import Executor
+from seed_tot.requests import Executor
 
 SERIAL_DECODERS = {
     "lookahead": ("seed_tot.decoding.lookahead", "lookahead_decode"),

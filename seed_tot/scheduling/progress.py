@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seed_tot.scheduling.requests import Executor, GenerationRequest, GenerationResult
+from seed_tot.requests import Executor, GenerationRequest, GenerationResult
 
 
 class ProgressExecutor:

@@ -38,7 +38,7 @@ from seed_tot.runtime import ModelRunner, cache_length, fork_cache, rollback
 from seed_tot.runtime.cache import stack_left_padded, unstack_left_padded
 from seed_tot.runtime.masks import batched_tree_inputs
 from seed_tot.scheduling.events import TARGET, Event, now
-from seed_tot.scheduling.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
+from seed_tot.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
 from seed_tot.scheduling.worker import (
     Draft,
     DraftSource,

@@ -12,7 +12,7 @@ from seed_tot.decoding.speculative import speculative_decode
 from seed_tot.errors import ConfigError
 from seed_tot.models.loading import check_pair
 from seed_tot.runtime import ModelRunner
-from seed_tot.scheduling.requests import GenerationRequest, GenerationResult
+from seed_tot.requests import GenerationRequest, GenerationResult
 
 DecodeFn = Callable[[list[int], DecodeConfig, int], DecodeOutput]
 

@@ -23,7 +23,7 @@ from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import request_seed, search_request
-from seed_tot.scheduling.requests import Executor
+from seed_tot.requests import Executor
 from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Iterator
 
-from seed_tot.scheduling.requests import Executor
+from seed_tot.requests import Executor
 from seed_tot.search.base import SearchResult
 from seed_tot.search.steps import Group, Steps, execute
 from tasks.base import Problem

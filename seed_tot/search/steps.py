@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generator, TypeVar
 
 from seed_tot.metrics import event_records
-from seed_tot.scheduling.requests import Executor, GenerationRequest, GenerationResult
+from seed_tot.requests import Executor, GenerationRequest, GenerationResult
 
 T = TypeVar("T")
 

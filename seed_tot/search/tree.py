@@ -12,7 +12,7 @@ from typing import Iterator, Literal
 
 import networkx as nx
 
-from seed_tot.scheduling.requests import GenerationStats
+from seed_tot.requests import GenerationStats
 
 NodeKind = Literal["root", "thought", "answer"]
 
