@@ -18,7 +18,7 @@ import torch
 
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.decoding.autoregressive import autoregressive_decode
-from seed_tot.decoding.speculative import speculative_decode
+from seed_tot.decoding.drafters import speculative_decode
 from seed_tot.models import load_pair
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.peers import hf_generate_decode

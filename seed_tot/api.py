@@ -11,7 +11,7 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.requests import Executor
 from seed_tot.search import Search, SearchConfig, SearchResult, search_class
 from seed_tot.trace import Trace, build_trace
-from tasks.base import Problem, Task
+from seed_tot.task import Problem, Task
 
 
 def _tokenizer_of(source: Any):

@@ -1,57 +1,19 @@
-"""The contract between a task and the reasoning-tree engine.
+"""Shared pieces of the bundled tasks: the vendored data folder and prompt templates.
 
-A task knows its data, fills its prompt templates (prompts/<task>/*.txt), turns model output
-into states, values and answers, and scores answers. It never sees a model or a tensor.
+The Problem/Task contract lives in seed_tot.task (the engine depends on it, not on this package);
+it is re-exported here for the tasks and for older imports.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
 
 from prompts import read_template
+from seed_tot.task import Problem, Task
+
+__all__ = ["DATA_DIR", "Problem", "Task", "load_template"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
-
-
-@dataclass
-class Problem:
-    id: str
-    question: str  # the task input as text
-    gold: Any  # gold answer (number, sentences, plan), task-specific
-    meta: dict = field(default_factory=dict)
-
-
-@runtime_checkable
-class Task(Protocol):
-    name: str
-    default_depth: int  # tree depth T used by the paper for this task
-    fallback_value: float  # value given to an evaluation the parser could not read
-
-    def load(self, path: str | Path | None = None) -> list[Problem]:
-        """Problems from the vendored data (path None) or from a user file."""
-
-    def thought_prompt(self, problem: Problem, state: str, step: int) -> str:
-        """User message asking for the next thought from `state` (step counts from 0)."""
-
-    def value_prompt(self, problem: Problem, state: str, step: int) -> str:
-        """User message asking the State Evaluator to rate `state`."""
-
-    def parse_value(self, text: str) -> float | None:
-        """Value from an evaluator reply, or None when it cannot be parsed."""
-
-    def extend_state(self, state: str, thought: str, step: int) -> str:
-        """The state reached by appending a generated thought."""
-
-    def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
-        """True when `state` already holds a final answer."""
-
-    def extract_answer(self, problem: Problem, state: str) -> str | None:
-        """The final answer found in a state (None when there is none)."""
-
-    def score(self, problem: Problem, answer: str | None) -> float:
-        """1.0 for a correct answer, 0.0 for a wrong one; fractional where the task grades."""
 
 
 def load_template(task: str, name: str) -> str:

@@ -7,7 +7,7 @@ import re
 from seed_tot.models.tiny import byte_tokenizer
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.simple_task import SimpleTask
-from tasks.base import Problem
+from seed_tot.task import Problem
 
 TOKENIZER = byte_tokenizer()
 FORMATTER = PromptFormatter(TOKENIZER)

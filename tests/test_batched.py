@@ -9,7 +9,7 @@ from scipy.stats import chisquare
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.sampling import probabilities
-from seed_tot.decoding.speculative import speculative_decode
+from seed_tot.decoding.drafters import speculative_decode
 from seed_tot.errors import ConfigError, TokenizerMismatchError
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner

@@ -26,7 +26,8 @@ from scipy.stats import chisquare
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.drafters import PromptLookupDrafter
 from seed_tot.decoding.sampling import probabilities, residual, sample, uniform
-from seed_tot.decoding.speculative import draft_children, speculative_decode, speculative_decode_with
+from seed_tot.decoding.drafters import speculative_decode
+from seed_tot.decoding.speculative import draft_children, speculative_decode_with
 from seed_tot.decoding.verify import DraftTree, Verdict, verify_tree
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner

@@ -8,7 +8,7 @@ from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
 from seed_tot.search.driver import solve_many
 from seed_tot.search.steps import Batch, BatchOutcome, gather
-from tasks.base import Problem
+from seed_tot.task import Problem
 
 PROBLEMS = [Problem(id=f"p{i}", question=f"What is {i} * 7?", gold=str(7 * i)) for i in range(1, 6)]
 

@@ -8,6 +8,7 @@ test_lookahead.py.)
 
 import pytest
 
+import seed_tot.decoding.drafters as drafters
 import seed_tot.decoding.jacobi as jacobi
 import seed_tot.decoding.lookahead as lookahead
 import seed_tot.decoding.speculative as speculative
@@ -35,7 +36,7 @@ def follow_first_branch(tokens: list[int], parents: list[int], root_next: int, n
 def test_serial_speculative_check_catches_always_accept(tiny_pair, monkeypatch):
     draft, target = tiny_pair
     monkeypatch.setattr(speculative, "verify_tree", always_accept)
-    decode = lambda t, prompt, config, seed: speculative.speculative_decode(draft, t, prompt, config, (2, 2, 1), seed=seed)
+    decode = lambda t, prompt, config, seed: drafters.speculative_decode(draft, t, prompt, config, (2, 2, 1), seed=seed)
     with pytest.raises(AssertionError):
         check_equal_to_reference(decode, target, prompt_cases(20, seed=5))
 

@@ -5,12 +5,11 @@ import torch
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
-from seed_tot.decoding.drafters import DraftModelDrafter, PromptLookupDrafter, lookup_continuation
+from seed_tot.decoding.drafters import DraftModelDrafter, PromptLookupDrafter, lookup_continuation, speculative_decode
 from seed_tot.decoding.speculative import (
     commit_draft,
     commit_target,
     draft_tree,
-    speculative_decode,
     speculative_decode_with,
     target_probs_for_tree,
 )

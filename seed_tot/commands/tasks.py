@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import time
-from pathlib import Path
-
 import click
 
 from seed_tot.commands.options import data_options, decode_options, method_options, model_options, search_options

@@ -13,23 +13,15 @@ for sampling too (tests/test_distribution.py checks it); it just accepts less of
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import torch
 
-from seed_tot.decoding.speculative import commit_draft, draft_tree
+from seed_tot.config import DecodeConfig, parse_k_config
+from seed_tot.decoding.output import DecodeOutput
+from seed_tot.decoding.speculative import commit_draft, draft_tree, speculative_decode_with
+from seed_tot.errors import ConfigError
 from seed_tot.decoding.verify import DraftTree, Verdict
 from seed_tot.runtime import ModelRunner, cache_length, rollback
-
-
-class Drafter(Protocol):
-    """Proposes a token tree after `context_ids + [pending]`; `forwards` counts its model forwards."""
-
-    forwards: int
-
-    def propose(self, context_ids: list[int], pending: int, max_depth: int) -> DraftTree: ...
-
-    def observe(self, verdict: Verdict) -> None: ...
 
 
 def common_prefix_length(first: list[int], second: list[int]) -> int:
@@ -151,3 +143,22 @@ def lookup_continuation(
             if sequence[start : start + n] == suffix:
                 return sequence[start + n : start + n + length]
     return []
+
+
+def speculative_decode(
+    draft: ModelRunner,
+    target: ModelRunner,
+    prompt_ids: Sequence[int],
+    config: DecodeConfig,
+    k_config: tuple[int, ...] | str = (1, 1, 1),
+    seed: int = 0,
+) -> DecodeOutput:
+    """SD (k_config=(1,)*k) or MCSD (token trees such as (2,2,1)) with a draft model; lossless."""
+    if draft.vocab_size != target.vocab_size:
+        raise ConfigError(
+            f"Draft model {draft.name!r} has {draft.vocab_size} logits and target {target.name!r} "
+            f"{target.vocab_size}: use a draft/target pair with one vocabulary."
+        )
+    generator = torch.Generator().manual_seed(seed)
+    drafter = DraftModelDrafter(draft, parse_k_config(k_config), config.temperature, config.top_p, generator)
+    return speculative_decode_with(drafter, target, prompt_ids, config, generator=generator)

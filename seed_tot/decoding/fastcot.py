@@ -21,14 +21,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
-from transformers import DynamicCache
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.jacobi import TokenSink, initial_guesses, jacobi_step, refill, require_greedy, start_pending
 from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
 from seed_tot.errors import ConfigError
-from seed_tot.runtime import ModelRunner, fork_cache, rollback
+from seed_tot.runtime import KVCache, ModelRunner, fork_cache, rollback
 from seed_tot.requests import FinishReason, GenerationStats
 
 DEFAULT_TRIGGER = " So the answer is"
@@ -55,7 +54,7 @@ class JacobiState:
     rationale: list[int]  # exact tokens, cut where the stop rule ends them
     approximate: list[int]  # the window's outputs after the exact tokens (empty once the rationale ended)
     ended: FinishReason | None  # set when the rationale itself ended (eos, stop string, max_new_tokens)
-    cache: DynamicCache  # holds prompt + every exact token fed so far (shared: fork before changing)
+    cache: KVCache  # holds prompt + every exact token fed so far (shared: fork before changing)
 
 
 def cut_at_eos(token_ids: list[int], eos_token_ids: frozenset[int]) -> list[int]:
@@ -106,7 +105,7 @@ def answer_finished(text: str) -> bool:
 
 def generate_answer(
     target: ModelRunner,
-    cache: DynamicCache,
+    cache: KVCache,
     prompt_ids: list[int],
     rationale: list[int],
     approximate: list[int],

@@ -17,13 +17,12 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from transformers import DynamicCache
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput, StopCriteria
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
 from seed_tot.errors import ConfigError
-from seed_tot.runtime import ModelRunner, cache_length, rollback
+from seed_tot.runtime import KVCache, ModelRunner, cache_length, rollback
 from seed_tot.requests import FinishReason, GenerationStats
 
 
@@ -35,7 +34,7 @@ def require_greedy(config: DecodeConfig, method: str) -> None:
         )
 
 
-def start_pending(target: ModelRunner, prompt_ids: list[int]) -> tuple[DynamicCache, int]:
+def start_pending(target: ModelRunner, prompt_ids: list[int]) -> tuple[KVCache, int]:
     """Cache the prompt except its last token, which becomes the pending (not yet fed) token."""
     cache = target.new_cache()
     if len(prompt_ids) > 1:
@@ -93,7 +92,7 @@ class JacobiStep:
     matched: int  # how many guesses were correct
 
 
-def jacobi_step(target: ModelRunner, cache: DynamicCache, pending: int, guesses: list[int]) -> JacobiStep:
+def jacobi_step(target: ModelRunner, cache: KVCache, pending: int, guesses: list[int]) -> JacobiStep:
     """One forward over [pending] + guesses; keep the cache of the accepted tokens only."""
     past = cache_length(cache)
     logits = target.forward(torch.tensor([[pending] + guesses], dtype=torch.long), cache)[0]

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
-from transformers import DynamicCache
 
-from seed_tot.config import DecodeConfig, parse_k_config
+from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput, StopCriteria
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.decoding.verify import DraftTree, Verdict, verify_tree
-from seed_tot.errors import ConfigError, SeedTotError
+from seed_tot.errors import SeedTotError
 from seed_tot.runtime import (
+    KVCache,
     ModelRunner,
     cache_length,
     keep_positions,
@@ -39,8 +39,14 @@ from seed_tot.runtime import (
 from seed_tot.runtime.masks import tree_depths
 from seed_tot.requests import GenerationStats
 
-if TYPE_CHECKING:
-    from seed_tot.decoding.drafters import Drafter
+class Drafter(Protocol):
+    """Proposes a token tree after `context_ids + [pending]`; `forwards` counts its model forwards."""
+
+    forwards: int
+
+    def propose(self, context_ids: list[int], pending: int, max_depth: int) -> DraftTree: ...
+
+    def observe(self, verdict: Verdict) -> None: ...
 
 
 def draft_children(
@@ -67,7 +73,7 @@ def _one_hot(token: int, like: torch.Tensor) -> torch.Tensor:
 
 def draft_tree(
     draft: ModelRunner,
-    cache: DynamicCache,
+    cache: KVCache,
     pending: int | Sequence[int],
     k_config: tuple[int, ...],
     temperature: float,
@@ -115,7 +121,7 @@ def draft_tree(
 
 def target_probs_for_tree(
     target: ModelRunner,
-    cache: DynamicCache,
+    cache: KVCache,
     pending: int,
     tree: DraftTree,
     temperature: float,
@@ -133,7 +139,7 @@ def target_probs_for_tree(
     return probabilities(logits, temperature, top_p)
 
 
-def _keep_path(cache: DynamicCache, prefix_len: int, accepted_nodes: list[int]) -> None:
+def _keep_path(cache: KVCache, prefix_len: int, accepted_nodes: list[int]) -> None:
     """Keep [0, prefix_len] (pending included) + the accepted nodes present in the cache."""
     present = cache_length(cache)
     kept = [prefix_len] + [prefix_len + 1 + node for node in accepted_nodes if prefix_len + 1 + node < present]
@@ -143,12 +149,12 @@ def _keep_path(cache: DynamicCache, prefix_len: int, accepted_nodes: list[int]) 
         keep_positions(cache, prefix_len, kept)
 
 
-def commit_draft(cache: DynamicCache, prefix_len: int, tree: DraftTree, accepted_nodes: list[int]) -> None:
+def commit_draft(cache: KVCache, prefix_len: int, tree: DraftTree, accepted_nodes: list[int]) -> None:
     """Keep positions [0, prefix_len) + pending + the accepted path's nodes the cache holds."""
     _keep_path(cache, prefix_len, accepted_nodes)
 
 
-def commit_target(cache: DynamicCache, prefix_len: int, tree: DraftTree, accepted_nodes: list[int]) -> None:
+def commit_target(cache: KVCache, prefix_len: int, tree: DraftTree, accepted_nodes: list[int]) -> None:
     """Keep positions [0, prefix_len) + pending + the accepted path's nodes."""
     expected = prefix_len + 1 + len(tree)
     if cache_length(cache) != expected:
@@ -229,34 +235,13 @@ def speculative_decode_with(
     return DecodeOutput(generated, reason, stats)
 
 
-def speculative_decode(
-    draft: ModelRunner,
-    target: ModelRunner,
-    prompt_ids: Sequence[int],
-    config: DecodeConfig,
-    k_config: tuple[int, ...] | str = (1, 1, 1),
-    seed: int = 0,
-) -> DecodeOutput:
-    """SD (k_config=(1,)*k) or MCSD (token trees such as (2,2,1)) with a draft model; lossless."""
-    from seed_tot.decoding.drafters import DraftModelDrafter
-
-    if draft.vocab_size != target.vocab_size:
-        raise ConfigError(
-            f"Draft model {draft.name!r} has {draft.vocab_size} logits and target {target.name!r} "
-            f"{target.vocab_size}: use a draft/target pair with one vocabulary."
-        )
-    generator = torch.Generator().manual_seed(seed)
-    drafter = DraftModelDrafter(draft, parse_k_config(k_config), config.temperature, config.top_p, generator)
-    return speculative_decode_with(drafter, target, prompt_ids, config, generator=generator)
-
-
 __all__ = [
     "Verdict",
     "commit_draft",
     "commit_target",
     "draft_children",
     "draft_tree",
-    "speculative_decode",
+    "Drafter",
     "speculative_decode_with",
     "target_probs_for_tree",
     "tree_depth",

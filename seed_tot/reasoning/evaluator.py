@@ -15,7 +15,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import search_request
 from seed_tot.requests import GenerationRequest, GenerationResult, GenerationStats
-from tasks.base import Problem, Task
+from seed_tot.task import Problem, Task
 
 if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this module
     from seed_tot.search.tree import ThoughtNode

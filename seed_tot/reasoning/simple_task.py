@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from seed_tot.errors import SeedTotError
-from tasks.base import Problem
+from seed_tot.task import Problem
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 

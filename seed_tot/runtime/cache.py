@@ -10,6 +10,9 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+# The cache type decoders hold; only runtime/ names transformers' class.
+KVCache = DynamicCache
+
 
 def cache_length(cache: DynamicCache) -> int:
     """Number of token positions held in the cache."""

@@ -367,7 +367,7 @@ class SeedExecutor:
         """Block until at least one message arrives (or a worker dies); return every message ready."""
         workers = [w for w in self._pool.workers if only is None or w.index in only]
         if timeout <= 0:
-            raise WorkerError(f"No message from the draft workers within the time limit; check the worker logs.")
+            raise WorkerError("No message from the draft workers within the time limit; check the worker logs.")
         conns = {w.conn: w for w in workers}
         sentinels = {w.process.sentinel: w for w in workers}
         ready = wait_for(list(conns) + list(sentinels), timeout)

@@ -8,7 +8,7 @@ from typing import Callable
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.output import DecodeOutput
-from seed_tot.decoding.speculative import speculative_decode
+from seed_tot.decoding.drafters import speculative_decode
 from seed_tot.errors import ConfigError
 from seed_tot.models.loading import check_pair
 from seed_tot.runtime import ModelRunner

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key
-from tasks.base import Problem, Task
+from seed_tot.task import Problem, Task
 
 
 @dataclass

@@ -27,7 +27,7 @@ from seed_tot.requests import Executor
 from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)
-from tasks.base import Problem, Task
+from seed_tot.task import Problem, Task
 
 ROOT_STATE = ""  # tasks keep the question in the problem; the state holds the thoughts so far
 

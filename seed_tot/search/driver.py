@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator
 from seed_tot.requests import Executor
 from seed_tot.search.base import SearchResult
 from seed_tot.search.steps import Group, Steps, execute
-from tasks.base import Problem
+from seed_tot.task import Problem
 
 
 def solve_many(
