@@ -27,12 +27,11 @@ INSTRUCTION = (
     "Answer the question step by step. Write the next reasoning step only: one short sub-question "
     "and its answer."
 )
-DEFAULT_DATA = Path("/work/shared/data/gsm8k/test.jsonl")
 VENDORED_DATA = Path(__file__).resolve().parent.parent / "tasks" / "data" / "gsm8k" / "test.jsonl"
 
 
 def gsm8k_questions(path: Path | None, count: int) -> list[str]:
-    candidates = [path] if path else [VENDORED_DATA, DEFAULT_DATA]
+    candidates = [path] if path else [VENDORED_DATA]
     for candidate in candidates:
         if candidate and candidate.is_file():
             lines = candidate.read_text().splitlines()

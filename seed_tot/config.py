@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seed_tot.errors import ConfigError
-
-
-class ModelSpec(BaseModel):
-    """Where a model comes from: a hub id, a local directory, a .gguf file or an alias."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    device: str = "auto"
 
 
 class DecodeConfig(BaseModel):

@@ -11,7 +11,8 @@ from seed_tot.decoding.autoregressive import autoregressive_decode, next_token
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationRequest
-from seed_tot.scheduling.serial import SerialExecutor, serial_executor
+from seed_tot.scheduling.factory import make_executor
+from seed_tot.scheduling.serial import SerialExecutor
 
 
 def prompt_tokens(seed: int, n: int) -> list[int]:
@@ -93,9 +94,9 @@ def test_serial_executors_agree_greedily_and_keep_order(tiny_pair):
     requests = requests_for(target)
     outputs = {}
     for executor in (
-        serial_executor("ar", target),
-        serial_executor("sd", target, draft, k=3),
-        serial_executor("mcsd", target, draft, k_config="2,2,1"),
+        make_executor("ar", target),
+        make_executor("sd", target, draft, k=3),
+        make_executor("mcsd", target, draft, k_config="2,2,1"),
     ):
         results = executor.run(requests)
         executor.close()
@@ -110,7 +111,7 @@ def test_serial_executors_agree_greedily_and_keep_order(tiny_pair):
 
 def test_sampled_executor_results_follow_request_seeds(tiny_pair):
     draft, target = tiny_pair
-    executor = serial_executor("mcsd", target, draft, k_config=(2, 2, 1))
+    executor = make_executor("mcsd", target, draft, k_config=(2, 2, 1))
     request = GenerationRequest(target.encode("Hi"), DecodeConfig(max_new_tokens=10, temperature=1.0), seed=11)
     first = executor.run([request])[0].token_ids
     assert executor.run([request])[0].token_ids == first
@@ -118,13 +119,13 @@ def test_sampled_executor_results_follow_request_seeds(tiny_pair):
 
 def test_serial_executor_errors_are_clear(tiny_pair):
     draft, target = tiny_pair
-    with pytest.raises(ConfigError, match="Unknown serial executor"):
-        serial_executor("beam", target)
+    with pytest.raises(ConfigError, match="Unknown method"):
+        make_executor("beam", target)
     with pytest.raises(ConfigError, match="needs a draft model"):
-        serial_executor("sd", target)
-    with pytest.raises(ConfigError, match="draft length"):
-        serial_executor("sd", target, draft, k=0)
-    assert isinstance(serial_executor("ar", target), SerialExecutor)
+        make_executor("sd", target)
+    with pytest.raises(ConfigError, match="k="):
+        make_executor("sd", target, draft, k=0)
+    assert isinstance(make_executor("ar", target), SerialExecutor)
 
 
 def test_ignore_eos_makes_every_request_reach_max_new_tokens(tiny_pair, monkeypatch):

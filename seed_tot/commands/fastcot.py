@@ -24,7 +24,6 @@ from seed_tot.records import RecordLog, settings_key
 from seed_tot.runtime import ModelRunner
 
 COT_INSTRUCTION = "Solve the following math problem step by step.\n\nQuestion: {question}"
-FALLBACK_DATA = Path("/work/shared/data/gsm8k/test.jsonl")
 
 
 def cot_prompt_ids(runner: ModelRunner, question: str) -> list[int]:
@@ -40,10 +39,10 @@ def cot_prompt_ids(runner: ModelRunner, question: str) -> list[int]:
 
 
 def gsm8k_problems(path: str | None, limit: int):
-    """The first `limit` GSM8K problems (vendored data, else the shared copy, else `path`)."""
+    """The first `limit` GSM8K problems of `path` (default: the vendored test split)."""
     from tasks.gsm8k import DEFAULT_PATH, Gsm8kTask
 
-    source = Path(path) if path else (DEFAULT_PATH if DEFAULT_PATH.is_file() else FALLBACK_DATA)
+    source = Path(path) if path else DEFAULT_PATH
     if not source.is_file():
         raise ConfigError(f"GSM8K data {source} does not exist: pass --data with a GSM8K test.jsonl file.")
     return Gsm8kTask(), Gsm8kTask().load(source)[:limit]

@@ -9,7 +9,6 @@ from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.drafters import speculative_decode
-from seed_tot.errors import ConfigError
 from seed_tot.models.loading import check_pair
 from seed_tot.runtime import ModelRunner
 from seed_tot.requests import GenerationRequest, GenerationResult
@@ -61,28 +60,3 @@ def mcsd_executor(draft: ModelRunner, target: ModelRunner, k_config: tuple[int, 
         return speculative_decode(draft, target, prompt_ids, config, shape, seed)
 
     return SerialExecutor(f"mcsd{shape}", decode, target.decode)
-
-
-def sd_executor(draft: ModelRunner, target: ModelRunner, k: int = 4) -> SerialExecutor:
-    if k < 1:
-        raise ConfigError(f"Bad draft length k={k}: give a positive number of draft tokens.")
-    executor = mcsd_executor(draft, target, (1,) * k)
-    executor.name = f"sd(k={k})"
-    return executor
-
-
-def serial_executor(
-    kind: str,
-    target: ModelRunner,
-    draft: ModelRunner | None = None,
-    k: int = 4,
-    k_config: tuple[int, ...] | str = (2, 2, 1),
-) -> SerialExecutor:
-    """Build the serial executor named `kind`: "ar", "sd" (k draft tokens) or "mcsd" (k_config)."""
-    if kind == "ar":
-        return ar_executor(target)
-    if kind not in ("sd", "mcsd"):
-        raise ConfigError(f"Unknown serial executor {kind!r}: use ar, sd or mcsd.")
-    if draft is None:
-        raise ConfigError(f"The {kind} executor needs a draft model: pass --draft (a model of the target's family).")
-    return sd_executor(draft, target, k) if kind == "sd" else mcsd_executor(draft, target, k_config)
