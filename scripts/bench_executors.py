@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from seed_tot.config import DecodeConfig  # noqa: E402
-from seed_tot.metrics import event_records  # noqa: E402
+from seed_tot.observe.metrics import event_records  # noqa: E402
 from seed_tot.models import load_pair  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.records import RecordLog, settings_key  # noqa: E402
@@ -369,8 +369,8 @@ def save(out_dir, measurements, failures, executors, started_at, load_before, th
 
 def write_plots(out: Path, main_rows: list[dict], scaling_rows: list[dict], measurements: list[Measurement]) -> list[Path]:
     """Speedup bars, the scaling plot, and the schedule and target utilization of one SEED run."""
-    from seed_tot.bench_plots import SpeedupBar, plot_scaling, plot_speedups
-    from seed_tot.plots import plot_schedule, plot_target_utilization
+    from seed_tot.observe.bench_plots import SpeedupBar, plot_scaling, plot_speedups
+    from seed_tot.observe.plots import plot_schedule, plot_target_utilization
     from seed_tot.scheduling.events import Event
 
     bars = [SpeedupBar(r["workload"], r["temperature"], r["method"], r["speedup_vs_ar"]) for r in main_rows]

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.commands.fastcot import (  # noqa: E402
+from seed_tot.cli.fastcot import (  # noqa: E402
     compare_fastcot_with_ar,
     cot_prompt_ids,
     format_table,

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from seed_tot.search.answers import select_answer  # noqa: E402
-from seed_tot.trace import load_trace, tree_from_trace  # noqa: E402
+from seed_tot.observe.trace import load_trace, tree_from_trace  # noqa: E402
 from tasks import get_task  # noqa: E402
 from seed_tot.task import Problem  # noqa: E402
 

@@ -40,12 +40,12 @@ _EXPORTS = {
     "Task": "seed_tot.task",
     "solve": "seed_tot.api",
     "to_trace": "seed_tot.api",
-    "Trace": "seed_tot.trace",
-    "write_trace": "seed_tot.trace",
-    "load_trace": "seed_tot.trace",
-    "tree_from_trace": "seed_tot.trace",
-    "RunMetrics": "seed_tot.metrics",
-    "aggregate": "seed_tot.metrics",
+    "Trace": "seed_tot.observe.trace",
+    "write_trace": "seed_tot.observe.trace",
+    "load_trace": "seed_tot.observe.trace",
+    "tree_from_trace": "seed_tot.observe.trace",
+    "RunMetrics": "seed_tot.observe.metrics",
+    "aggregate": "seed_tot.observe.metrics",
     "SeedTotError": "seed_tot.errors",
 }
 

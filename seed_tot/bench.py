@@ -166,8 +166,8 @@ def detail_table(cells: list[Cell]) -> str:
 
 
 def write_outputs(cells: list[Cell], out: Path, settings: dict) -> list[Path]:
-    from seed_tot.bench_plots import plot_speedups
-    from seed_tot.plots import plot_schedule, plot_target_utilization
+    from seed_tot.observe.bench_plots import plot_speedups
+    from seed_tot.observe.plots import plot_schedule, plot_target_utilization
     from seed_tot.scheduling.events import Event
 
     out.mkdir(parents=True, exist_ok=True)

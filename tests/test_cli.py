@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from seed_tot.trace import load_trace
+from seed_tot.observe.trace import load_trace
 
 SMALL = ["--tiny", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "6", "--value-max-new-tokens", "6"]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from seed_tot.plots import plot_schedule, plot_target_utilization
+from seed_tot.observe.plots import plot_schedule, plot_target_utilization
 from seed_tot.scheduling.events import (
     TARGET,
     Event,

@@ -126,7 +126,7 @@ def test_helpers_and_settings(tiny_pair):
 
 
 def test_choose_cap_picks_smallest_within_loss():
-    from seed_tot.commands.fastcot import choose_cap
+    from seed_tot.cli.fastcot import choose_cap
 
     report = {"ar": {"accuracy": 0.5}, "fastcot": {"4": {"accuracy": 0.3}, "8": {"accuracy": 0.49}, "16": {"accuracy": 0.5}}}
     assert choose_cap(report, 0.02) == 8
@@ -160,7 +160,7 @@ def test_calibrate_resumes_from_its_records(tmp_path, monkeypatch):
 
     from click.testing import CliRunner
 
-    import seed_tot.commands.fastcot as fastcot_command
+    import seed_tot.cli.fastcot as fastcot_command
     from seed_tot.cli import main
 
     output = tmp_path / "calibration.json"

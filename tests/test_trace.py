@@ -8,7 +8,7 @@ from search_helpers import FORMATTER, PROBLEM, TOKENIZER, idea_reply, make_task
 from seed_tot.api import to_trace
 from seed_tot.errors import SeedTotError
 from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
-from seed_tot.trace import TRACE_SCHEMA_VERSION, Trace, load_trace, tree_from_trace, write_trace
+from seed_tot.observe.trace import TRACE_SCHEMA_VERSION, Trace, load_trace, tree_from_trace, write_trace
 
 TIMING_KEYS = {"wall_seconds", "tokens_per_second", "time"}
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError
-from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
+from seed_tot.observe.metrics import BatchLog, BatchRecord, RunMetrics, summarize
 from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter

@@ -34,7 +34,14 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
     """Run every method on the same problems; print and write tokens/s and speedup over AR."""
     import torch
 
-    from seed_tot.bench import add_speedups, build_executor, markdown_table, plan_rows, run_cell, write_outputs
+    from seed_tot.bench import (
+        add_speedups,
+        build_executor,
+        markdown_table,
+        plan_rows,
+        run_cell,
+        write_outputs,
+    )
     from seed_tot.models.loading import check_pair, load_model
     from seed_tot.search import BFSConfig
     from tasks import get_task

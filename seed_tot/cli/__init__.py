@@ -43,22 +43,22 @@ def main(verbose: bool) -> None:
 
 
 _COMMAND_MODULES = [
-    ("seed_tot.commands.models", "models"),
-    ("seed_tot.commands.tasks", "gsm8k"),
-    ("seed_tot.commands.tasks", "creative_writing"),
-    ("seed_tot.commands.tasks", "blocksworld"),
-    ("seed_tot.commands.bench", "bench"),
-    ("seed_tot.commands.trace", "trace"),
-    ("seed_tot.commands.fastcot", "fastcot"),
+    ("seed_tot.cli.models", "models"),
+    ("seed_tot.cli.tasks", "gsm8k"),
+    ("seed_tot.cli.tasks", "creative_writing"),
+    ("seed_tot.cli.tasks", "blocksworld"),
+    ("seed_tot.cli.bench", "bench"),
+    ("seed_tot.cli.trace", "trace"),
+    ("seed_tot.cli.fastcot", "fastcot"),
 ]
 
 
 def _register(only: str | None = None) -> None:
-    """Add the subcommands of _COMMAND_MODULES; with `only`, just seed_tot.commands.<only>:<only>
+    """Add the subcommands of _COMMAND_MODULES; with `only`, just seed_tot.cli.<only>:<only>
     when that pair is listed (else all of them, as a command's name may differ from its module)."""
     import importlib
 
-    entries = [e for e in _COMMAND_MODULES if e == (f"seed_tot.commands.{only}", only)] or _COMMAND_MODULES
+    entries = [e for e in _COMMAND_MODULES if e == (f"seed_tot.cli.{only}", only)] or _COMMAND_MODULES
     for module_name, attr in entries:
         try:
             module = importlib.import_module(module_name)

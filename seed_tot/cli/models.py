@@ -8,7 +8,12 @@ from pathlib import Path
 import click
 
 from seed_tot.models.pull import DOWNLOADS_DIR, cached_dtype, pull_models
-from seed_tot.models.registry import DEFAULT_MODELS, cache_root, cached_model_dir, is_cached
+from seed_tot.models.registry import (
+    DEFAULT_MODELS,
+    cache_root,
+    cached_model_dir,
+    is_cached,
+)
 
 
 @click.group()
@@ -39,7 +44,10 @@ def pull(cache_dir: str | None, dtype: str, only: str | None, keep_downloads: bo
             click.echo(f"{model.alias}: already cached at {path}{note}")
     if not missing:
         return
-    from seed_tot.models.loading import resolve_device, resolve_dtype  # torch: only when converting
+    from seed_tot.models.loading import (  # torch: only when converting
+        resolve_device,
+        resolve_dtype,
+    )
 
     torch_dtype = resolve_dtype(dtype, resolve_device("auto"))
     for outcome in pull_models(missing, root, torch_dtype, keep_downloads=keep_downloads, force=force):

@@ -14,9 +14,16 @@ from tqdm import tqdm
 
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.runs import ProblemRecord, append_record, finished_ids, load_records, select_problems, summarize
-from seed_tot.scheduling.progress import ProgressExecutor
 from seed_tot.requests import GenerationRequest
+from seed_tot.runs import (
+    ProblemRecord,
+    append_record,
+    finished_ids,
+    load_records,
+    select_problems,
+    summarize,
+)
+from seed_tot.scheduling.progress import ProgressExecutor
 
 
 @dataclass
@@ -204,11 +211,11 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
 
 def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.api import to_trace
+    from seed_tot.observe.trace import write_trace
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.scheduling.factory import make_executor
     from seed_tot.search import search_class
     from seed_tot.search.driver import solve_many
-    from seed_tot.trace import write_trace
     from tasks import get_task
 
     _check_numbers(opts)

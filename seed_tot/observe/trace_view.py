@@ -8,7 +8,7 @@ import networkx as nx
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from seed_tot.trace import Trace
+from seed_tot.observe.trace import Trace
 
 
 def _short(text: str, width: int) -> str:

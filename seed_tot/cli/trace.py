@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from seed_tot.trace import load_trace
+from seed_tot.observe.trace import load_trace
 
 
 @click.group()
@@ -19,7 +19,7 @@ def trace() -> None:
 @click.option("--width", default=90, show_default=True, help="Characters of each thought to show.")
 def show(file: str, width: int) -> None:
     """Print the tree (depth, values, chosen path marked '*') and the run statistics."""
-    from seed_tot.trace_view import render_text
+    from seed_tot.observe.trace_view import render_text
 
     click.echo(render_text(load_trace(file), width=width))
 
@@ -29,9 +29,9 @@ def show(file: str, width: int) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Directory for the PNGs (default: beside FILE).")
 def plot(file: str, out_dir: str | None) -> None:
     """Render the tree as a PNG, and the scheduler Gantt chart and target utilization when recorded."""
-    from seed_tot.plots import plot_schedule, plot_target_utilization
+    from seed_tot.observe.plots import plot_schedule, plot_target_utilization
+    from seed_tot.observe.trace_view import plot_tree
     from seed_tot.scheduling.events import Event
-    from seed_tot.trace_view import plot_tree
 
     loaded = load_trace(file)
     base = Path(out_dir) if out_dir else Path(file).parent

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from seed_tot.errors import SeedTotError
-from seed_tot.metrics import BatchRecord, RunMetrics
+from seed_tot.observe.metrics import BatchRecord, RunMetrics
 from seed_tot.requests import GenerationStats
 from seed_tot.search.base import SearchResult
 from seed_tot.search.tree import NodeKind, ReasoningTree, ThoughtNode

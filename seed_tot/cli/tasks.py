@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import click
 
-from seed_tot.commands.options import data_options, decode_options, method_options, model_options, search_options
+from seed_tot.cli.options import (
+    data_options,
+    decode_options,
+    method_options,
+    model_options,
+    search_options,
+)
 
 
 def _run_command(task_name: str, **options) -> None:
-    from seed_tot.task_run import TaskRunOptions, run_task
+    from seed_tot.cli.task_run import TaskRunOptions, run_task
 
     run_task(task_name, TaskRunOptions(**options))
 

@@ -1,0 +1,1 @@
+"""What a run leaves behind: metrics, JSON traces, their text view and plots."""
