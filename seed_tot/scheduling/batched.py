@@ -7,7 +7,7 @@ every row's token tree; each row keeps what verify_tree accepted. Rows accept di
 numbers of tokens, so both models keep a RaggedBatchCache (seed_tot/runtime/ragged.py):
 rejected slots stay in the cache, masked out, and are never copied or rolled back.
 
-Both executors share identical prompts' prefill (prompt-prefix sharing) and give each request
+Both executors share the prefill of identical prompts and of long common prompt prefixes and give each request
 its own generator seeded with the request's seed, used in the same order as the serial
 decoders (seed_tot/decoding/), so the tokens chosen for a row never depend on the other rows.
 """
@@ -26,9 +26,15 @@ from seed_tot.decoding.sampling import probabilities, sample
 from seed_tot.decoding.speculative import draft_children, stop_criteria, tree_depth
 from seed_tot.decoding.verify import DraftTree, verify_tree
 from seed_tot.errors import ConfigError
+from seed_tot.requests import (
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    GenerationStats,
+)
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
+from seed_tot.scheduling.prefix_plan import plan_prefix_sharing
 
 
 @dataclass
@@ -89,12 +95,14 @@ def _chain(n: int) -> list[int]:
 
 
 def prefill(
-    runner: ModelRunner, prompts: list[list[int]], share_prefix: bool
+    runner: ModelRunner, prompts: list[list[int]], share_prefix: bool, common_prefixes: bool = True
 ) -> tuple[RaggedBatchCache, torch.Tensor | None]:
     """A ragged batch holding each prompt, and each row's logits after its prompt (B, V).
 
-    With share_prefix, identical prompts are computed once and their cache rows repeated.
-    Returns None for the logits when every prompt is empty.
+    With share_prefix, identical prompts are computed once and their cache rows repeated, and
+    distinct prompts with a long common prefix compute it once when the two-stage plan of
+    seed_tot/scheduling/prefix_plan.py costs fewer slots (common_prefixes=False: identical only). Returns None for the logits when every
+    prompt is empty.
     """
     if share_prefix:
         first_index: dict[tuple[int, ...], int] = {}
@@ -102,17 +110,45 @@ def prefill(
         unique = [list(key) for key in first_index]
     else:
         row_of, unique = list(range(len(prompts))), [list(p) for p in prompts]
-    batch = RaggedBatchCache(runner, len(unique))
-    logits = None
-    if any(unique):
-        logits = batch.forward(unique, [_chain(len(p)) for p in unique], logits_at=[max(len(p) - 1, 0) for p in unique])
-        logits = logits[:, 0]
-        batch.commit([list(range(len(p))) for p in unique])
-    if row_of != list(range(len(unique))):
+    plan = plan_prefix_sharing(unique) if share_prefix and common_prefixes else None
+    if plan is None:
+        batch, logits = _prefill_rows(runner, unique)
+    else:
+        batch, logits, order = _prefill_in_two_stages(runner, unique, plan)
+        position = {index: row for row, index in enumerate(order)}
+        row_of = [position[u] for u in row_of]
+    if row_of != list(range(batch.batch_size)):
         batch.select(row_of)
         if logits is not None:
             logits = logits[torch.tensor(row_of, dtype=torch.long)]
     return batch, logits
+
+
+def _forward_segments(batch: RaggedBatchCache, segments: list[list[int]]) -> torch.Tensor:
+    """Append each row's segment as committed context; the logits after each segment's last token (B, V)."""
+    logits = batch.forward(segments, [_chain(len(s)) for s in segments], logits_at=[max(len(s) - 1, 0) for s in segments])
+    batch.commit([list(range(len(s))) for s in segments])
+    return logits[:, 0]
+
+
+def _prefill_rows(runner: ModelRunner, prompts: list[list[int]]) -> tuple[RaggedBatchCache, torch.Tensor | None]:
+    batch = RaggedBatchCache(runner, len(prompts))
+    return batch, (_forward_segments(batch, prompts) if any(prompts) else None)
+
+
+def _prefill_in_two_stages(
+    runner: ModelRunner, prompts: list[list[int]], plan: list[tuple[int, list[int]]]
+) -> tuple[RaggedBatchCache, torch.Tensor, list[int]]:
+    """Stage 1: each group's shared prefix once; stage 2: every prompt's rest. Rows come out in
+    `order` (prompt indices), which the caller maps back."""
+    batch = RaggedBatchCache(runner, len(plan))
+    heads = [prompts[members[0]][:length] for length, members in plan]
+    if any(heads):
+        _forward_segments(batch, heads)
+    batch.select([g for g, (_, members) in enumerate(plan) for _ in members])
+    order = [index for _, members in plan for index in members]
+    tails = [prompts[index][length:] for length, members in plan for index in members]
+    return batch, _forward_segments(batch, tails), order
 
 
 def batch_probabilities(logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:

@@ -22,8 +22,8 @@ import inspect
 from typing import Any, Callable
 
 from seed_tot.errors import ConfigError
-from seed_tot.runtime.runner import ModelRunner
 from seed_tot.requests import Executor
+from seed_tot.runtime.runner import ModelRunner
 
 SERIAL_DECODERS = {
     "lookahead": ("seed_tot.decoding.lookahead", "lookahead_decode"),

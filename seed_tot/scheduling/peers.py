@@ -13,8 +13,8 @@ import torch
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput
-from seed_tot.runtime.runner import ModelRunner
 from seed_tot.requests import GenerationStats
+from seed_tot.runtime.runner import ModelRunner
 
 
 def hf_generate_decode(

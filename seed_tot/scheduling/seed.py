@@ -31,14 +31,24 @@ import torch
 from seed_tot.config import parse_k_config
 from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities
-from seed_tot.decoding.speculative import commit_target, stop_criteria, target_probs_for_tree, tree_depth
+from seed_tot.decoding.speculative import (
+    commit_target,
+    stop_criteria,
+    target_probs_for_tree,
+    tree_depth,
+)
 from seed_tot.decoding.verify import DraftTree, verify_tree
 from seed_tot.errors import ConfigError, TokenizerMismatchError, WorkerError
+from seed_tot.requests import (
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    GenerationStats,
+)
 from seed_tot.runtime import ModelRunner, cache_length, fork_cache, rollback
 from seed_tot.runtime.cache import stack_left_padded, unstack_left_padded
 from seed_tot.runtime.masks import batched_tree_inputs
 from seed_tot.scheduling.events import TARGET, Event, now
-from seed_tot.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
 from seed_tot.scheduling.worker import (
     Draft,
     DraftSource,

@@ -7,11 +7,11 @@ from typing import Callable
 
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.decoding.autoregressive import autoregressive_decode
-from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.drafters import speculative_decode
+from seed_tot.decoding.output import DecodeOutput
 from seed_tot.models.loading import check_pair
-from seed_tot.runtime import ModelRunner
 from seed_tot.requests import GenerationRequest, GenerationResult
+from seed_tot.runtime import ModelRunner
 
 DecodeFn = Callable[[list[int], DecodeConfig, int], DecodeOutput]
 
