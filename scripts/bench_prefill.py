@@ -1,0 +1,119 @@
+"""Prefill time of the value workload with and without prompt-prefix sharing (issue 15).
+
+Rebuilds the State Evaluator's prompts from the traces of a finished task run (the nodes each
+BFS round evaluated, `--value-samples` requests per node as the evaluator sends them), merges
+the rounds of `--problems` problems at a time as `--concurrency` does, and times the batched
+executors' prefill of each merged round three ways, side by side, in one process:
+  none       every request computes its prompt
+  identical  identical prompts computed once (the k value samples of a node)
+  prefix     identical once, and a common prefix of distinct prompts once (two-stage plan)
+
+  python scripts/bench_prefill.py runs/quality-gsm8k --problems 4 --output docs/results/bench_prefill.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from seed_tot.models.loading import load_model  # noqa: E402
+from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
+from seed_tot.scheduling.batched import prefill  # noqa: E402
+from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost  # noqa: E402
+from seed_tot.task import Problem  # noqa: E402
+from tasks import get_task  # noqa: E402
+
+MODES = {"none": (False, False), "identical": (True, False), "prefix": (True, True)}
+
+
+def value_rounds(trace_files: list[Path], problems: int, samples: int, formatter: PromptFormatter) -> list[list[list[int]]]:
+    """Merged rounds: for each group of `problems` traces and each depth, every evaluated node's prompt x samples."""
+    traces = [json.loads(f.read_text()) for f in trace_files]
+    rounds = []
+    for start in range(0, len(traces), problems):
+        by_depth: dict[int, list[list[int]]] = {}
+        for trace in traces[start : start + problems]:
+            task = get_task(trace["task"])
+            problem = Problem(trace["problem_id"], trace["question"], trace["gold"])
+            for node in trace["nodes"]:
+                if node["depth"] > 0 and node.get("raw_values"):
+                    ids = formatter.encode(task.value_prompt(problem, node["state"], node["depth"] - 1))
+                    by_depth.setdefault(node["depth"], []).extend([ids] * samples)
+        rounds.extend(by_depth[d] for d in sorted(by_depth))
+    return rounds
+
+
+def slots(prompts: list[list[int]], mode: str) -> int:
+    """Slots the prefill computes in `mode` (rows x widest row per forward)."""
+    if mode == "none":
+        return stage_cost([len(p) for p in prompts])
+    unique = [list(p) for p in dict.fromkeys(map(tuple, prompts))]
+    plan = plan_prefix_sharing(unique) if mode == "prefix" else None
+    return stage_cost([len(p) for p in unique]) if plan is None else plan_cost(unique, plan)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="a task run's --out folder (its traces/*.json are read)")
+    parser.add_argument("--target", default="default-target")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--problems", type=int, default=4, help="problems merged per round (the run's --concurrency)")
+    parser.add_argument("--value-samples", type=int, default=3)
+    parser.add_argument("--limit-rounds", type=int, default=0, help="time only the first N merged rounds (0: all)")
+    parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    runner = load_model(args.target, dtype=args.dtype)
+    files = sorted((args.run_dir / "traces").glob("*.json"))
+    if not files:
+        sys.exit(f"No traces in {args.run_dir / 'traces'}: pass the --out folder of a finished task run.")
+    rounds = value_rounds(files, args.problems, args.value_samples, PromptFormatter(runner.tokenizer))
+    if args.limit_rounds:
+        rounds = rounds[: args.limit_rounds]
+    prefill(runner, rounds[0][:2], share_prefix=False)  # warm-up
+    totals = {mode: {"seconds": 0.0, "slots": 0} for mode in MODES}
+    per_round = []
+    for prompts in rounds:
+        row = {"requests": len(prompts), "prompt_tokens": sum(map(len, prompts))}
+        for mode, (share, common) in MODES.items():  # side by side, same round
+            started = time.perf_counter()
+            with torch.inference_mode():
+                prefill(runner, prompts, share_prefix=share, common_prefixes=common)
+            row[mode] = {"seconds": time.perf_counter() - started, "slots": slots(prompts, mode)}
+            for key in ("seconds", "slots"):
+                totals[mode][key] += row[mode][key]
+        per_round.append(row)
+        print(json.dumps(row), flush=True)
+    summary = {
+        "command": " ".join(sys.argv),
+        "target": args.target,
+        "dtype": args.dtype,
+        "threads": torch.get_num_threads(),
+        "traces": len(files),
+        "rounds": len(rounds),
+        "totals": totals,
+        "speedup_identical_vs_none": totals["none"]["seconds"] / totals["identical"]["seconds"],
+        "speedup_prefix_vs_none": totals["none"]["seconds"] / totals["prefix"]["seconds"],
+        "speedup_prefix_vs_identical": totals["identical"]["seconds"] / totals["prefix"]["seconds"],
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "per_round": per_round,
+    }
+    print(json.dumps({k: v for k, v in summary.items() if k != "per_round"}, indent=1))
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
