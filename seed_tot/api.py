@@ -7,10 +7,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from seed_tot.errors import ConfigError
+from seed_tot.observe.trace import Trace, build_trace
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.requests import Executor
 from seed_tot.search import Search, SearchConfig, SearchResult, search_class
-from seed_tot.observe.trace import Trace, build_trace
 from seed_tot.task import Problem, Task
 
 

@@ -16,11 +16,12 @@ from scipy.stats import chisquare
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.sampling import probabilities
+from seed_tot.decoding.speculative import next_draft_depth as next_depth
 from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.requests import GenerationRequest
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.events import intervals, summarize
-from seed_tot.requests import GenerationRequest
-from seed_tot.scheduling.seed import SeedExecutor, SeedOptions, next_depth, shaped_k_config
+from seed_tot.scheduling.seed import SeedExecutor, SeedOptions, shaped_k_config
 from seed_tot.scheduling.worker import TinyDraft, derive_seed, tree_size
 
 SAME_PROMPT = list(b"Let us think step by step about ")

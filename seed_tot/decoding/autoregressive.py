@@ -11,8 +11,8 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.sampling import probabilities, sample
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
-from seed_tot.runtime import ModelRunner
 from seed_tot.requests import GenerationStats
+from seed_tot.runtime import ModelRunner
 
 
 def next_token(logits: torch.Tensor, config: DecodeConfig, generator: torch.Generator) -> int:

@@ -18,9 +18,13 @@ import torch
 
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.decoding.output import DecodeOutput
-from seed_tot.decoding.speculative import commit_draft, draft_tree, speculative_decode_with
+from seed_tot.decoding.speculative import (
+    commit_draft,
+    draft_tree,
+    speculative_decode_with,
+)
+from seed_tot.decoding.verify import DraftTree, Verdict, chain_tree
 from seed_tot.errors import ConfigError
-from seed_tot.decoding.verify import DraftTree, Verdict
 from seed_tot.runtime import ModelRunner, cache_length, rollback
 
 
@@ -111,12 +115,7 @@ class PromptLookupDrafter:
         continuation = lookup_continuation(
             sequence, min(self.num_tokens, max_depth), self.max_ngram, self.min_ngram
         )
-        tree = DraftTree()
-        for position, token in enumerate(continuation):
-            q = torch.zeros(self.vocab_size, dtype=torch.float32)
-            q[token] = 1.0
-            tree.add(token, position - 1, q)
-        return tree
+        return chain_tree(continuation, self.vocab_size)
 
     def observe(self, verdict: Verdict) -> None:
         return None

@@ -23,12 +23,19 @@ from dataclasses import dataclass, field
 import torch
 
 from seed_tot.config import DecodeConfig
-from seed_tot.decoding.jacobi import TokenSink, initial_guesses, jacobi_step, refill, require_greedy, start_pending
+from seed_tot.decoding.jacobi import (
+    TokenSink,
+    initial_guesses,
+    jacobi_step,
+    refill,
+    require_greedy,
+    start_pending,
+)
 from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
 from seed_tot.errors import ConfigError
-from seed_tot.runtime import KVCache, ModelRunner, fork_cache, rollback
 from seed_tot.requests import FinishReason, GenerationStats
+from seed_tot.runtime import KVCache, ModelRunner, fork_cache, rollback
 
 DEFAULT_TRIGGER = " So the answer is"
 

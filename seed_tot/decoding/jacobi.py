@@ -22,8 +22,8 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput, StopCriteria
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
 from seed_tot.errors import ConfigError
-from seed_tot.runtime import KVCache, ModelRunner, cache_length, rollback
 from seed_tot.requests import FinishReason, GenerationStats
+from seed_tot.runtime import KVCache, ModelRunner, cache_length, rollback
 
 
 def require_greedy(config: DecodeConfig, method: str) -> None:

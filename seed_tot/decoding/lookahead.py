@@ -28,11 +28,19 @@ import torch
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.jacobi import TokenSink, require_greedy, start_pending
 from seed_tot.decoding.output import DecodeOutput
+from seed_tot.decoding.sampling import one_hot
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
 from seed_tot.decoding.verify import DraftTree
 from seed_tot.errors import ConfigError
-from seed_tot.runtime import ModelRunner, cache_length, keep_positions, rollback, tree_attention_mask, tree_position_ids
 from seed_tot.requests import GenerationStats
+from seed_tot.runtime import (
+    ModelRunner,
+    cache_length,
+    keep_positions,
+    rollback,
+    tree_attention_mask,
+    tree_position_ids,
+)
 
 
 @dataclass
@@ -219,12 +227,6 @@ def lookahead_decode(
     stats.target_forwards = target.forward_count - forwards_before
     stats.wall_seconds = time.perf_counter() - started
     return DecodeOutput(sink.token_ids, sink.finish_reason, stats)
-
-
-def one_hot(token: int, vocab_size: int) -> torch.Tensor:
-    q = torch.zeros(vocab_size, dtype=torch.float32)
-    q[token] = 1.0
-    return q
 
 
 class NGramPoolDrafter:

@@ -55,3 +55,10 @@ def accept_probability(p: torch.Tensor, q: torch.Tensor, token: int) -> float:
 
 def uniform(generator: torch.Generator) -> float:
     return float(torch.rand((), generator=generator).item())
+
+
+def one_hot(token: int, vocab_size: int) -> torch.Tensor:
+    """The q of a deterministic proposal (greedy top-k, n-gram lookup): all mass on `token`."""
+    q = torch.zeros(vocab_size, dtype=torch.float32)
+    q[token] = 1.0
+    return q

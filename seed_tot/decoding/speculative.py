@@ -24,9 +24,10 @@ import torch
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput, StopCriteria
-from seed_tot.decoding.sampling import probabilities
+from seed_tot.decoding.sampling import one_hot, probabilities
 from seed_tot.decoding.verify import DraftTree, Verdict, verify_tree
 from seed_tot.errors import SeedTotError
+from seed_tot.requests import GenerationStats
 from seed_tot.runtime import (
     KVCache,
     ModelRunner,
@@ -37,7 +38,7 @@ from seed_tot.runtime import (
     tree_position_ids,
 )
 from seed_tot.runtime.masks import tree_depths
-from seed_tot.requests import GenerationStats
+
 
 class Drafter(Protocol):
     """Proposes a token tree after `context_ids + [pending]`; `forwards` counts its model forwards."""
@@ -59,16 +60,10 @@ def draft_children(
     """
     if temperature == 0.0:
         top = logits.topk(min(k, logits.shape[-1])).indices.tolist()
-        return [(token, _one_hot(token, logits)) for token in top]
+        return [(token, one_hot(token, logits.shape[-1])) for token in top]
     q = probabilities(logits, temperature, top_p)
     drawn = torch.multinomial(q, k, replacement=True, generator=generator).tolist()
     return [(token, q) for token in drawn]
-
-
-def _one_hot(token: int, like: torch.Tensor) -> torch.Tensor:
-    q = torch.zeros(like.shape[-1], dtype=torch.float32)
-    q[token] = 1.0
-    return q
 
 
 def draft_tree(
@@ -167,6 +162,18 @@ def tree_depth(tree: DraftTree) -> int:
     return max(tree_depths(tree.parents)) + 1 if len(tree) else 0
 
 
+def next_draft_depth(depth: int, drafted: int, accepted: int, max_depth: int) -> int:
+    """Adaptive k: one level deeper after a fully accepted draft, one shallower after a first-level
+    rejection. Depends only on past verdicts, so output stays lossless."""
+    if drafted == 0:
+        return depth
+    if accepted >= drafted:
+        return min(depth + 1, max_depth)
+    if accepted == 0:
+        return max(depth - 1, 1)
+    return depth
+
+
 def stop_criteria(target: ModelRunner, config: DecodeConfig) -> StopCriteria:
     return StopCriteria(
         max_new_tokens=config.max_new_tokens,
@@ -241,6 +248,7 @@ __all__ = [
     "commit_target",
     "draft_children",
     "draft_tree",
+    "next_draft_depth",
     "Drafter",
     "speculative_decode_with",
     "target_probs_for_tree",

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from seed_tot.decoding.sampling import accept_probability, residual, sample, uniform
+from seed_tot.decoding.sampling import (
+    accept_probability,
+    one_hot,
+    residual,
+    sample,
+    uniform,
+)
 
 
 @dataclass
@@ -40,6 +46,14 @@ class DraftTree:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+
+def chain_tree(tokens: list[int], vocab_size: int) -> DraftTree:
+    """A draft chain of deterministic proposals (n-gram lookup): each token with a one-hot q."""
+    tree = DraftTree()
+    for position, token in enumerate(tokens):
+        tree.add(token, position - 1, one_hot(token, vocab_size))
+    return tree
 
 
 @dataclass

@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING
 from seed_tot.config import DecodeConfig
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import search_request
-from seed_tot.requests import FinishReason, GenerationRequest, GenerationResult, GenerationStats
+from seed_tot.requests import (
+    FinishReason,
+    GenerationRequest,
+    GenerationResult,
+    GenerationStats,
+)
 from seed_tot.task import Problem, Task
 
 if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this module

@@ -1,7 +1,18 @@
 """The only package that touches transformers' forward signature, caches, 4-D masks and positions."""
 
-from seed_tot.runtime.cache import KVCache, cache_length, fork_cache, keep_positions, rollback
-from seed_tot.runtime.masks import additive_mask, left_pad, tree_attention_mask, tree_position_ids
+from seed_tot.runtime.cache import (
+    KVCache,
+    cache_length,
+    fork_cache,
+    keep_positions,
+    rollback,
+)
+from seed_tot.runtime.masks import (
+    additive_mask,
+    left_pad,
+    tree_attention_mask,
+    tree_position_ids,
+)
 from seed_tot.runtime.runner import ModelRunner
 
 __all__ = [

@@ -23,8 +23,13 @@ from seed_tot.config import parse_k_config
 from seed_tot.decoding.drafters import lookup_continuation
 from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities, sample
-from seed_tot.decoding.speculative import draft_children, stop_criteria, tree_depth
-from seed_tot.decoding.verify import DraftTree, verify_tree
+from seed_tot.decoding.speculative import (
+    draft_children,
+    next_draft_depth,
+    stop_criteria,
+    tree_depth,
+)
+from seed_tot.decoding.verify import DraftTree, chain_tree, verify_tree
 from seed_tot.errors import ConfigError
 from seed_tot.requests import (
     FinishReason,
@@ -363,14 +368,8 @@ class BatchedSpeculativeExecutor:
         return _results(rows, self.target, wall)
 
     def _adapt(self, row: _Row, drafted_depth: int, accepted: int) -> None:
-        """adaptive_k: one level deeper after a fully accepted draft, one shallower after a draft
-        rejected at its first level. Depends only on past verdicts, so output stays lossless."""
-        if not self.adaptive_k or drafted_depth == 0:
-            return
-        if accepted >= drafted_depth:
-            row.depth = min(row.depth + 1, self.max_k)
-        elif accepted == 0:
-            row.depth = max(row.depth - 1, 1)
+        if self.adaptive_k:
+            row.depth = next_draft_depth(row.depth, drafted_depth, accepted, self.max_k)
 
     def _draft_step(self, batch: RaggedBatchCache, rows: list[_Row]) -> list[_Draft]:
         """Draft every row's token tree: one batched draft forward per tree level."""
@@ -435,12 +434,7 @@ class BatchedSpeculativeExecutor:
             chain = lookup_continuation(
                 contexts[id(row)], min(row.depth, row.remaining), self.max_ngram, self.min_ngram, others
             )
-            draft = _Draft()
-            for position, token in enumerate(chain):
-                q = torch.zeros(self.target.vocab_size, dtype=torch.float32)
-                q[token] = 1.0
-                draft.tree.add(token, position - 1, q)
-            drafts.append(draft)
+            drafts.append(_Draft(tree=chain_tree(chain, self.target.vocab_size)))
         return drafts
 
     def _target_step(self, batch: RaggedBatchCache, rows: list[_Row], drafts: list[_Draft]) -> list[torch.Tensor]:

@@ -33,6 +33,7 @@ from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.decoding.speculative import (
     commit_target,
+    next_draft_depth,
     stop_criteria,
     target_probs_for_tree,
     tree_depth,
@@ -110,17 +111,6 @@ class SeedOptions:
 def shaped_k_config(k_config: tuple[int, ...], depth: int) -> tuple[int, ...]:
     """The k_config cut or extended (with single candidates) to `depth` levels."""
     return tuple(k_config[:depth]) + (1,) * max(0, depth - len(k_config))
-
-
-def next_depth(depth: int, drafted: int, accepted: int, max_depth: int) -> int:
-    """Adaptive draft depth: +1 after a fully accepted draft, -1 after a first-position rejection."""
-    if drafted == 0:
-        return depth
-    if accepted >= drafted:
-        return min(depth + 1, max_depth)
-    if accepted == 0:
-        return max(depth - 1, 1)
-    return depth
 
 
 # ----------------------------------------------------------------------------- worker pool
@@ -629,7 +619,7 @@ class _Run:
         self._commit(state, tree, verdict.accepted_nodes)
         state.pending = verdict.next_token
         if self.opts.adaptive_k:
-            state.depth = next_depth(state.depth, tree_depth(tree), len(verdict.accepted_nodes), self.opts.max_depth)
+            state.depth = next_draft_depth(state.depth, tree_depth(tree), len(verdict.accepted_nodes), self.opts.max_depth)
         return Verdict(state.index, verdict.accepted_nodes, verdict.next_token, False, self._k_config_for(state))
 
     def _commit(self, state: _RequestState, tree: DraftTree, accepted_nodes: list[int]) -> None:

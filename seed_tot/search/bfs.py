@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from seed_tot.search.base import Search, SearchConfig, SearchRun, ThoughtNode, expand, value_key
+from seed_tot.search.base import (
+    Search,
+    SearchConfig,
+    SearchRun,
+    ThoughtNode,
+    expand,
+    value_key,
+)
 from seed_tot.search.steps import Steps
 
 

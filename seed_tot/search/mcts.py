@@ -14,7 +14,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from seed_tot.search.base import Search, SearchConfig, SearchRun, ThoughtNode, expand, value_key
+from seed_tot.search.base import (
+    Search,
+    SearchConfig,
+    SearchRun,
+    ThoughtNode,
+    expand,
+    value_key,
+)
 from seed_tot.search.steps import Steps
 
 
