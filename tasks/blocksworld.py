@@ -10,7 +10,16 @@ from seed_tot.errors import SeedTotError
 from tasks.base import DATA_DIR, Problem, load_template
 from tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
 from tasks.jsonl import read_jsonl
-from tasks.pddl import Action, Domain, PlanCheck, PlanningProblem, check_plan, parse_domain, parse_problem
+from tasks.pddl import (
+    Action,
+    Domain,
+    PlanCheck,
+    PlanningProblem,
+    applicable_actions,
+    check_plan,
+    parse_domain,
+    parse_problem,
+)
 
 DEFAULT_PATH = DATA_DIR / "blocksworld" / "planbench_step6.jsonl"
 DEFAULT_DOMAIN = DATA_DIR / "blocksworld" / "generated_domain.pddl"
@@ -59,7 +68,8 @@ class BlocksworldTask:
     plan reaches the goal or when its last action is unreadable or breaks a precondition
     (such a plan scores 0, and the rule check rejects it before any evaluator call). The
     evaluator judges the last action "good" (value 1.0) or "bad" (0.0); an unreadable verdict
-    gets `fallback_value` = 0.0, the same as "bad". A thought ends at its first line break (one
+    gets `fallback_value` = 0.0, the same as "bad". The thought prompt lists the actions legal in the
+    current state (simulated from the domain). A thought ends at its first line break (one
     action per thought). The CoT candidate writes the whole plan at once.
     """
 
@@ -100,11 +110,14 @@ class BlocksworldTask:
         """Template fields for a plan prefix: the statement, the plan text and the state it reaches."""
         actions = read_plan(lines) or []
         result = self.check(problem, actions)
+        objects = planning_problem(problem.meta["instance_pddl"]).objects
+        possible = applicable_actions(self.domain, objects, result.final_state)
         return {
             "intro": load_template(self.name, "intro"),
             "statement": problem.question,
             "plan": "\n".join(lines) or NO_ACTIONS,
             "current_state": facts_text(result.final_state),
+            "possible_actions": "\n".join(action_text(action) for action, _ in possible),
         }
 
     def thought_prompt(self, problem: Problem, state: str, step: int) -> str:

@@ -341,3 +341,23 @@ def test_malformed_rows_name_the_file_and_line(tmp_path):
     path.write_text(good_row + "\n")
     (problem,) = BlocksworldTask().load(path)
     assert problem.id == "x" and problem.question.endswith("My goal is to have that the red block is clear.")
+
+
+def test_thought_prompt_lists_exactly_the_actions_legal_in_the_current_state(task, problems):
+    """Holding a block, the only legal moves are putting it down or stacking it on a clear block;
+    every listed action must pass the simulator and every other grounded action must fail it."""
+    problem = problems[1]
+    state = task.extend_state("", "(unstack b a)", 0)
+    listed = task.thought_prompt(problem, state, 1).split("[POSSIBLE ACTIONS]\n")[1].split("\n\n")[0].splitlines()
+    assert "put down the blue block" in listed
+    assert all(line.startswith(("put down the blue block", "stack the blue block")) for line in listed)
+    for line in listed:
+        assert task.check_step(problem, task.extend_state(state, line, 1)) is None
+    objects = planning_problem(problem.meta["instance_pddl"]).objects
+    for name in ("pick-up", "unstack", "stack", "put-down"):
+        for first in objects:
+            for second in objects:
+                args = (first,) if name in ("pick-up", "put-down") else (first, second)
+                text = action_text(Action(name, args))
+                legal = task.check_step(problem, task.extend_state(state, text, 1)) is None
+                assert legal == (text in listed), text
