@@ -111,10 +111,12 @@ class PromptLookupDrafter:
         self.forwards = 0
 
     def propose(self, context_ids: list[int], pending: int, max_depth: int) -> DraftTree:
-        sequence = list(context_ids) + [int(pending)]
-        continuation = lookup_continuation(
-            sequence, min(self.num_tokens, max_depth), self.max_ngram, self.min_ngram
-        )
+        return self.draft(list(context_ids) + [int(pending)], min(self.num_tokens, max_depth))
+
+    def draft(self, sequence: list[int], length: int, others: Sequence[list[int]] = ()) -> DraftTree:
+        """The one-hot chain draft of up to `length` tokens for `sequence` (searched in it, then in
+        `others`); the batched lookup executor calls this once per row with its group's rows."""
+        continuation = lookup_continuation(sequence, length, self.max_ngram, self.min_ngram, others)
         return chain_tree(continuation, self.vocab_size)
 
     def observe(self, verdict: Verdict) -> None:
@@ -135,12 +137,6 @@ def lookup_continuation(
             for start in range(last_start, -1, -1):
                 if source[start : start + n] == suffix:
                     return source[start + n : start + n + length]
-    return []
-    for n in range(min(max_ngram, len(sequence) - 1), min_ngram - 1, -1):
-        suffix = sequence[-n:]
-        for start in range(len(sequence) - n - 1, -1, -1):
-            if sequence[start : start + n] == suffix:
-                return sequence[start + n : start + n + length]
     return []
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from seed_tot.config import parse_k_config
-from seed_tot.decoding.drafters import lookup_continuation
+from seed_tot.decoding.drafters import PromptLookupDrafter
 from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities, sample
 from seed_tot.decoding.speculative import (
@@ -29,7 +29,7 @@ from seed_tot.decoding.speculative import (
     stop_criteria,
     tree_depth,
 )
-from seed_tot.decoding.verify import DraftTree, chain_tree, verify_tree
+from seed_tot.decoding.verify import DraftTree, verify_tree
 from seed_tot.errors import ConfigError
 from seed_tot.requests import (
     FinishReason,
@@ -293,8 +293,7 @@ class BatchedSpeculativeExecutor:
         if not 1 <= min_ngram <= max_ngram:
             raise ConfigError(f"Lookup n-gram sizes need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}.")
         self.drafter = drafter
-        self.max_ngram = max_ngram
-        self.min_ngram = min_ngram
+        self.lookup = PromptLookupDrafter(target.vocab_size, max_ngram=max_ngram, min_ngram=min_ngram)
         self.target = target
         self.draft = draft if drafter == "model" else None
         self.k_config = parse_k_config(k_config)
@@ -431,10 +430,8 @@ class BatchedSpeculativeExecutor:
         for row in active:
             others = [contexts[id(other)] for other in everyone
                       if other is not row and other.request.group == row.request.group]
-            chain = lookup_continuation(
-                contexts[id(row)], min(row.depth, row.remaining), self.max_ngram, self.min_ngram, others
-            )
-            drafts.append(_Draft(tree=chain_tree(chain, self.target.vocab_size)))
+            tree = self.lookup.draft(contexts[id(row)], min(row.depth, row.remaining), others)
+            drafts.append(_Draft(tree=tree))
         return drafts
 
     def _target_step(self, batch: RaggedBatchCache, rows: list[_Row], drafts: list[_Draft]) -> list[torch.Tensor]:
