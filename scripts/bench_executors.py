@@ -21,10 +21,7 @@ a rerun with the same settings skips what is recorded, so a long run can stop an
 from __future__ import annotations
 
 import json
-import os
-import platform
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -35,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from seed_tot.bench import load_average, machine_facts  # noqa: E402
 from seed_tot.config import DecodeConfig  # noqa: E402
 from seed_tot.observe.metrics import event_records  # noqa: E402
 from seed_tot.models import load_pair  # noqa: E402
@@ -67,10 +65,6 @@ CONFIGS: dict[str, tuple[str, dict]] = {
     "seed+all": ("seed", {"k": 3, "batched_verify": True, "share_prefix": True, "adaptive_k": True}),
 }
 DEFAULT_METHODS = "ar,sd,mcsd,batched,batched-sd,batched-sd-adaptive,batched-mcsd,batched-lookup,seed,seed-mcsd,seed+batched_verify,seed+share_prefix,seed+adaptive_k,seed+round-robin,seed+all"
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def clean_step(line: str) -> str:
@@ -344,12 +338,8 @@ def save(out_dir, measurements, failures, executors, started_at, load_before, th
         "started": started_at,
         "finished": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "load_average_before": load_before,
-        "load_average_after": load_average(),
         "threads": threads,
-        "cpu_count": os.cpu_count(),
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "git": git_revision(),
+        "machine_after": machine_facts(),
         "spawn_and_warmup_seconds": executors.spawn_seconds,
         "failures": failures,
         "complete": final,
@@ -391,13 +381,6 @@ def task_data_path() -> Path:
     from tasks.gsm8k import DEFAULT_PATH
 
     return DEFAULT_PATH
-
-
-def git_revision() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 if __name__ == "__main__":

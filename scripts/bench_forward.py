@@ -14,8 +14,6 @@ with --threads 1, CPU ms is close to what the forward costs on an idle core.
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -23,13 +21,10 @@ from pathlib import Path
 import click
 import torch
 
+from seed_tot.bench import load_average, machine_facts
 from seed_tot.models.loading import load_model
 from seed_tot.runtime import ModelRunner, cache_length, rollback
 from seed_tot.runtime.cache import repeat_rows
-
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def prompt_ids(vocab_size: int, length: int, seed: int) -> torch.Tensor:
@@ -123,9 +118,8 @@ def main(model_names, dtype, threads, q_lens, batches, prompt_len, repeats, warm
     if out:
         result = {
             "rows": rows, "load_seconds": load_seconds, "threads": torch.get_num_threads(),
-            "load_average_before": load_before, "load_average_after": load_after,
-            "torch": torch.__version__, "machine": platform.processor() or platform.machine(),
-            "cpu_count": os.cpu_count(), "repeats": repeats, "warmup": warmup,
+            "load_average_before": load_before, "machine_after": machine_facts(),
+            "repeats": repeats, "warmup": warmup,
         }
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(result, indent=2))

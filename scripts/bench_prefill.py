@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
+from seed_tot.bench import machine_facts  # noqa: E402
 from seed_tot.models.loading import load_model  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.scheduling.batched import prefill  # noqa: E402
@@ -106,7 +106,7 @@ def main() -> None:
         "speedup_identical_vs_none": totals["none"]["seconds"] / totals["identical"]["seconds"],
         "speedup_prefix_vs_none": totals["none"]["seconds"] / totals["prefix"]["seconds"],
         "speedup_prefix_vs_identical": totals["identical"]["seconds"] / totals["prefix"]["seconds"],
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "machine": machine_facts(),
         "per_round": per_round,
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "per_round"}, indent=1))

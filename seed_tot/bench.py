@@ -10,10 +10,42 @@ measured side by side.
 from __future__ import annotations
 
 import json
+import os
+import platform
+import resource
+import subprocess
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from seed_tot.errors import ConfigError
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def git_revision() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def machine_facts() -> dict:
+    """What a benchmark record needs to be read later: when, where, under what load, which code."""
+    import torch
+
+    return {
+        "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "load_average": load_average(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "git": git_revision(),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
 
 SPECULATIVE = {"sd", "mcsd", "seed", "seed-mcsd", "batched-sd", "batched-mcsd"}
 PEERS = {"hf-generate", "hf-assisted"}
@@ -171,6 +203,7 @@ def write_outputs(cells: list[Cell], out: Path, settings: dict) -> list[Path]:
     from seed_tot.scheduling.events import Event
 
     out.mkdir(parents=True, exist_ok=True)
+    settings = settings | {"machine": machine_facts()}
     report = f"# seed-tot bench\n\nsettings: `{json.dumps(settings)}`\n\n{markdown_table(cells)}\n\n{detail_table(cells)}\n"
     paths = [out / "bench.md", out / "bench.json"]
     paths[0].write_text(report)
