@@ -80,21 +80,31 @@ def repeat_rows(cache: DynamicCache, times: int) -> DynamicCache:
     return repeated
 
 
+# One row's KV outside a cache: per layer (keys, values), each (1, heads, positions, dim).
+RowKV = list[tuple[torch.Tensor, torch.Tensor]]
+
+
 def stack_left_padded(caches: list[DynamicCache]) -> tuple[DynamicCache, list[int]]:
     """Stack batch-1 caches of different lengths into one batch, left-padded with zeros.
 
     Returns the batched cache and each row's pad length; the caller must mask the pads.
     """
-    lengths = [cache_length(c) for c in caches]
+    return stack_rows([[(layer.keys, layer.values) for layer in cache.layers] for cache in caches])
+
+
+def stack_rows(rows: list[RowKV]) -> tuple[DynamicCache, list[int]]:
+    """Stack rows of KV of different lengths (zero allowed) into one cache, left-padded with zeros.
+
+    Returns the batched cache and each row's pad length; the caller must mask the pads.
+    """
+    lengths = [row[0][0].shape[-2] for row in rows]
     longest = max(lengths)
     pads = [longest - n for n in lengths]
     stacked = DynamicCache()
-    num_layers = len(caches[0].layers)
-    for layer_idx in range(num_layers):
+    for layer_idx in range(len(rows[0])):
         keys, values = [], []
-        for cache, pad in zip(caches, pads):
-            layer = cache.layers[layer_idx]
-            k, v = layer.keys, layer.values
+        for row, pad in zip(rows, pads):
+            k, v = row[layer_idx]
             if pad:
                 k = torch.nn.functional.pad(k, (0, 0, pad, 0))
                 v = torch.nn.functional.pad(v, (0, 0, pad, 0))
@@ -102,6 +112,15 @@ def stack_left_padded(caches: list[DynamicCache]) -> tuple[DynamicCache, list[in
             values.append(v)
         stacked.update(torch.cat(keys, 0), torch.cat(values, 0), layer_idx)
     return stacked, pads
+
+
+def row_positions(cache: DynamicCache, row: int, positions: torch.Tensor) -> RowKV:
+    """A copy of one batch row's KV at the given positions (in that order)."""
+    out = []
+    for layer in cache.layers:
+        idx = positions.to(layer.keys.device)
+        out.append((layer.keys[row : row + 1].index_select(2, idx), layer.values[row : row + 1].index_select(2, idx)))
+    return out
 
 
 def unstack_left_padded(cache: DynamicCache, pads: list[int]) -> list[DynamicCache]:

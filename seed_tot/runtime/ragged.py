@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from seed_tot.runtime.cache import gather_positions, select_rows
+from seed_tot.runtime.cache import RowKV, gather_positions, row_positions, select_rows, stack_rows
 from seed_tot.runtime.masks import additive_mask
 from seed_tot.runtime.runner import ModelRunner
 
@@ -30,6 +30,25 @@ class RaggedBatchCache:
         self.lengths = [0] * batch_size  # committed tokens per row = next position id
         self._step_start = 0
         self._reset_step(batch_size)
+
+    @classmethod
+    def from_rows(cls, runner: ModelRunner, rows: list[RowKV], compact_slack: int = 32) -> "RaggedBatchCache":
+        """A batch whose row r starts with rows[r] as committed context (KV kept from an earlier
+        batch, positions 0..len-1; a row may be empty)."""
+        batch = cls(runner, len(rows), compact_slack)
+        batch.cache, pads = stack_rows(rows)
+        width = rows[0][0][0].shape[-2] + pads[0]
+        batch.valid = torch.zeros(len(rows), width, dtype=torch.bool)
+        for row, pad in enumerate(pads):
+            batch.valid[row, pad:] = True
+        batch.lengths = [width - pad for pad in pads]
+        batch._reset_step(len(rows))
+        return batch
+
+    def committed_kv(self, row: int) -> RowKV:
+        """A copy of one row's committed KV, in order (to keep a prompt's KV for a later batch)."""
+        self._require_no_step("committed_kv")
+        return row_positions(self.cache, row, self.valid[row].nonzero().flatten())
 
     @property
     def batch_size(self) -> int:

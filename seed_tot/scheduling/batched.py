@@ -39,7 +39,8 @@ from seed_tot.requests import (
 )
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.scheduling.prefix_plan import plan_prefix_sharing
+from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch
+from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
 
 
 @dataclass
@@ -78,6 +79,13 @@ class _Row:
             self.finish = cut[1]
 
 
+def _prefix_cache(budget_mb: float) -> PrefixCache | None:
+    """The KV kept across calls for one model (0 MiB: none)."""
+    if budget_mb < 0:
+        raise ConfigError(f"prefix_cache_mb must be >= 0 (0 turns the cache off), got {budget_mb}.")
+    return PrefixCache(int(budget_mb * 2**20)) if budget_mb > 0 else None
+
+
 def _check_requests(requests: list[GenerationRequest]) -> None:
     for index, request in enumerate(requests):
         if not request.prompt_ids:
@@ -100,14 +108,20 @@ def _chain(n: int) -> list[int]:
 
 
 def prefill(
-    runner: ModelRunner, prompts: list[list[int]], share_prefix: bool, common_prefixes: bool = True
+    runner: ModelRunner,
+    prompts: list[list[int]],
+    share_prefix: bool,
+    common_prefixes: bool = True,
+    prefix_cache: PrefixCache | None = None,
 ) -> tuple[RaggedBatchCache, torch.Tensor | None]:
     """A ragged batch holding each prompt, and each row's logits after its prompt (B, V).
 
     With share_prefix, identical prompts are computed once and their cache rows repeated, and
     distinct prompts with a long common prefix compute it once when the two-stage plan of
-    seed_tot/scheduling/prefix_plan.py costs fewer slots (common_prefixes=False: identical only). Returns None for the logits when every
-    prompt is empty.
+    seed_tot/scheduling/prefix_plan.py costs fewer slots (common_prefixes=False: identical only).
+    With a prefix_cache, prompts start from the KV of their longest prefix kept from earlier
+    calls when that computes fewer slots than the plan, and every prompt's KV is kept for later
+    calls. Returns None for the logits when every prompt is empty.
     """
     if share_prefix:
         first_index: dict[tuple[int, ...], int] = {}
@@ -116,17 +130,35 @@ def prefill(
     else:
         row_of, unique = list(range(len(prompts))), [list(p) for p in prompts]
     plan = plan_prefix_sharing(unique) if share_prefix and common_prefixes else None
-    if plan is None:
+    fresh_cost = stage_cost([len(p) for p in unique]) if plan is None else plan_cost(unique, plan)
+    matches = [prefix_cache.match(p) for p in unique] if prefix_cache is not None and any(unique) else []
+    order = list(range(len(unique)))
+    if matches and stage_cost([len(p) - m.length for p, m in zip(unique, matches)]) < fresh_cost:
+        batch, logits = _prefill_from_kept(runner, unique, matches)
+    elif plan is None:
         batch, logits = _prefill_rows(runner, unique)
     else:
         batch, logits, order = _prefill_in_two_stages(runner, unique, plan)
-        position = {index: row for row, index in enumerate(order)}
-        row_of = [position[u] for u in row_of]
+    if prefix_cache is not None and logits is not None:
+        for row, index in enumerate(order):
+            prefix_cache.add(unique[index], batch.committed_kv(row))
+    position = {index: row for row, index in enumerate(order)}
+    row_of = [position[u] for u in row_of]
     if row_of != list(range(batch.batch_size)):
         batch.select(row_of)
         if logits is not None:
             logits = logits[torch.tensor(row_of, dtype=torch.long)]
     return batch, logits
+
+
+def _prefill_from_kept(
+    runner: ModelRunner, prompts: list[list[int]], matches: list[PrefixMatch]
+) -> tuple[RaggedBatchCache, torch.Tensor]:
+    """Rows start from their kept prefix's KV (a miss starts empty); one forward over the rests."""
+    template = next(m.kv for m in matches if m.kv is not None)
+    empty = [(k[:, :, :0], v[:, :, :0]) for k, v in template]
+    batch = RaggedBatchCache.from_rows(runner, [m.kv if m.kv is not None else empty for m in matches])
+    return batch, _forward_segments(batch, [p[m.length :] for p, m in zip(prompts, matches)])
 
 
 def _forward_segments(batch: RaggedBatchCache, segments: list[list[int]]) -> torch.Tensor:
@@ -207,9 +239,12 @@ def _results(rows: list[_Row], runner: ModelRunner, wall: float) -> list[Generat
 class BatchedARExecutor:
     """Autoregressive decoding of all requests in one batch (one target forward per token)."""
 
-    def __init__(self, target: ModelRunner, share_prefix: bool = True, compact_slack: int = 32):
+    def __init__(
+        self, target: ModelRunner, share_prefix: bool = True, compact_slack: int = 32, prefix_cache_mb: float = 1024
+    ):
         self.target = target
         self.share_prefix = share_prefix
+        self.prefix_cache = _prefix_cache(prefix_cache_mb)
         self.compact_slack = compact_slack
         self.name = "batched"
         self.last_timing: dict[str, float] = {}
@@ -220,7 +255,8 @@ class BatchedARExecutor:
             return []
         started = time.perf_counter()
         rows = [_new_row(r, self.target) for r in requests]
-        batch, logits = prefill(self.target, [r.prompt_ids for r in requests], self.share_prefix)
+        batch, logits = prefill(self.target, [r.prompt_ids for r in requests], self.share_prefix,
+                                prefix_cache=self.prefix_cache)
         batch.compact_slack = self.compact_slack
         target_seconds = time.perf_counter() - started
         for row in rows:
@@ -281,6 +317,7 @@ class BatchedSpeculativeExecutor:
         drafter: str = "model",
         max_ngram: int = 3,
         min_ngram: int = 1,
+        prefix_cache_mb: float = 1024,
     ):
         from seed_tot.models.loading import check_pair
 
@@ -302,6 +339,8 @@ class BatchedSpeculativeExecutor:
         self.adaptive_k = adaptive_k
         self.max_k = max(max_k, len(self.k_config)) if adaptive_k else len(self.k_config)
         self.share_prefix = share_prefix
+        self.prefix_cache = _prefix_cache(prefix_cache_mb)
+        self.draft_prefix_cache = _prefix_cache(prefix_cache_mb) if self.draft is not None else None
         self.compact_slack = compact_slack
         self.name = name
         self.last_timing: dict[str, float] = {}
@@ -320,12 +359,12 @@ class BatchedSpeculativeExecutor:
             row.pending = row.request.prompt_ids[-1]
             row.draft_todo = [row.pending]
         heads = [r.prompt_ids[:-1] for r in requests]
-        target_batch, _ = prefill(self.target, heads, self.share_prefix)
+        target_batch, _ = prefill(self.target, heads, self.share_prefix, prefix_cache=self.prefix_cache)
         target_batch.compact_slack = self.compact_slack
         t_target = time.perf_counter() - started
         draft_batch = None
         if self.draft is not None:
-            draft_batch, _ = prefill(self.draft, heads, self.share_prefix)
+            draft_batch, _ = prefill(self.draft, heads, self.share_prefix, prefix_cache=self.draft_prefix_cache)
             draft_batch.compact_slack = self.compact_slack
         t_draft = time.perf_counter() - started - t_target
 

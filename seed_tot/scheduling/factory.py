@@ -43,7 +43,7 @@ METHODS = (
     *SERIAL_DECODERS,
 )
 NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
-BATCHED_OPTIONS = {"share_prefix", "compact_slack"}
+BATCHED_OPTIONS = {"share_prefix", "compact_slack", "prefix_cache_mb"}
 BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
 BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram"}
 

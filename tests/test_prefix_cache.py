@@ -1,0 +1,128 @@
+"""Prompt KV kept across executor calls (tiny float32 pair): the LRU keeps what it should, a
+later call that starts from kept KV decodes exactly as autoregressive decoding, and a cache
+that hands out the wrong positions is caught."""
+
+import pytest
+import torch
+
+import seed_tot.scheduling.batched as batched
+from seed_tot.config import DecodeConfig
+from seed_tot.requests import GenerationRequest
+from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor, prefill
+from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch, kv_bytes
+from test_batched import reference
+
+QUESTION = "Question: Ann has 3 apples and buys 4 more bags of 5 apples each. How many apples now?\nSteps so far:\n"
+FIRST_ROUND = [QUESTION + s + "\nVerdict:" for s in ("4*5=20.", "3+4=7.", "She buys bags.")]
+# The next depth: the same question and a longer path, then new steps (as a tree search sends them).
+SECOND_ROUND = [QUESTION + "4*5=20.\n" + s + "\nVerdict:" for s in ("20+3=23.", "20*3=60.", "The answer is 23.")]
+
+
+def kv(length: int, width: int = 4) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    keys = torch.arange(length, dtype=torch.float32).reshape(1, 1, length, 1).expand(1, 1, length, width)
+    return [(keys.clone(), keys.clone())]
+
+
+def test_match_is_the_longest_kept_prefix_and_leaves_one_token():
+    cache = PrefixCache(budget_bytes=10**6)
+    cache.add([1, 2, 3, 4, 5], kv(5))
+    cache.add([1, 2, 9], kv(3))
+    match = cache.match([1, 2, 3, 4, 7, 8])
+    assert match.length == 4 and match.kv[0][0].shape[2] == 4
+    assert cache.match([1, 2, 3, 4, 5]).length == 4  # the last token is always computed
+    assert cache.match([7, 1, 2]).length == 0 and cache.match([7, 1, 2]).kv is None
+    assert cache.stats()["hits"] == 2
+
+
+def test_add_skips_covered_prompts_and_replaces_the_ones_it_extends():
+    cache = PrefixCache(budget_bytes=10**6)
+    cache.add([1, 2, 3], kv(3))
+    cache.add([1, 2, 3, 4], kv(4))
+    cache.add([1, 2], kv(2))
+    assert list(cache.entries) == [(1, 2, 3, 4)]
+    assert cache.bytes == kv_bytes(kv(4))
+
+
+def test_least_recently_used_prompts_leave_first_within_the_budget():
+    cache = PrefixCache(budget_bytes=2 * kv_bytes(kv(10)))
+    cache.add(list(range(10)), kv(10))
+    cache.add(list(range(100, 110)), kv(10))
+    cache.match(list(range(8)))  # touches the first prompt
+    cache.add(list(range(200, 210)), kv(10))
+    assert set(cache.entries) == {tuple(range(10)), tuple(range(200, 210))}
+    assert cache.bytes <= cache.budget_bytes
+    cache.add(list(range(300, 400)), kv(100))  # bigger than the whole budget: not kept
+    assert tuple(range(300, 400)) not in cache.entries
+
+
+def test_prefill_from_kept_prefixes_gives_each_prompts_own_logits(tiny_pair):
+    _, target = tiny_pair
+    cache = PrefixCache(budget_bytes=2**30)
+    prefill(target, [target.encode(t) for t in FIRST_ROUND], share_prefix=True, prefix_cache=cache)
+    prompts = [target.encode(t) for t in SECOND_ROUND] + [target.encode("Unrelated prompt, no kept prefix.")]
+    _, kept = prefill(target, prompts, share_prefix=True, prefix_cache=cache)
+    _, alone = prefill(target, prompts, share_prefix=False)
+    assert cache.reused_tokens > 3 * 20
+    torch.testing.assert_close(kept, alone, atol=1e-4, rtol=1e-4)
+
+
+def requests_for(runner, texts, temperature=0.0, seed=0):
+    config = DecodeConfig(max_new_tokens=10, temperature=temperature)
+    return [GenerationRequest(runner.encode(t), config, seed=seed + i, request_id=f"r{i}") for i, t in enumerate(texts)]
+
+
+EXECUTORS = {
+    "batched": lambda draft, target, mb: BatchedARExecutor(target, prefix_cache_mb=mb),
+    "batched-mcsd": lambda draft, target, mb: BatchedSpeculativeExecutor(target, draft, (2, 2, 1), prefix_cache_mb=mb),
+    "batched-lookup": lambda draft, target, mb: BatchedSpeculativeExecutor(
+        target, None, (1, 1, 1), drafter="lookup", prefix_cache_mb=mb),
+}
+
+
+@pytest.mark.parametrize("method", sorted(EXECUTORS))
+def test_greedy_from_kept_prefixes_equals_autoregressive(tiny_pair, method):
+    draft, target = tiny_pair
+    executor = EXECUTORS[method](draft, target, 64)
+    executor.run(requests_for(target, FIRST_ROUND))
+    second = requests_for(target, SECOND_ROUND)
+    results = executor.run(second)
+    assert executor.prefix_cache.reused_tokens > 0  # the second call did start from kept KV
+    assert [r.token_ids for r in results] == reference(target, second)
+
+
+def test_sampling_from_kept_prefixes_follows_each_requests_seed(tiny_pair):
+    _, target = tiny_pair
+    cached, uncached = BatchedARExecutor(target, prefix_cache_mb=64), BatchedARExecutor(target, prefix_cache_mb=0)
+    for texts in (FIRST_ROUND, SECOND_ROUND):
+        requests = requests_for(target, texts, temperature=1.0, seed=11)
+        assert [r.token_ids for r in cached.run(requests)] == [r.token_ids for r in uncached.run(requests)]
+    assert cached.prefix_cache.reused_tokens > 0 and uncached.prefix_cache is None
+
+
+def test_check_catches_a_cache_that_hands_out_shifted_positions(tiny_pair, monkeypatch):
+    """Negative control: a match whose KV starts one position late (the prefix's tokens 1..m
+    instead of 0..m-1) must fail the greedy equality check above."""
+    _, target = tiny_pair
+    real_match = PrefixCache.match
+
+    def shifted(self, prompt):
+        match = real_match(self, prompt)
+        if match.kv is None:
+            return match
+        longer = real_match(self, prompt + [0])  # same entry, one more position when it has one
+        kv = [(k[:, :, 1 : match.length + 1], v[:, :, 1 : match.length + 1]) for k, v in longer.kv]
+        return PrefixMatch(kv[0][0].shape[2], kv)
+
+    monkeypatch.setattr(batched.PrefixCache, "match", shifted)
+    executor = BatchedARExecutor(target, prefix_cache_mb=64)
+    executor.run(requests_for(target, FIRST_ROUND))
+    second = requests_for(target, SECOND_ROUND)
+    assert [r.token_ids for r in executor.run(second)] != reference(target, second)
+
+
+def test_a_negative_budget_is_one_clear_error(tiny_pair):
+    from seed_tot.errors import ConfigError
+
+    _, target = tiny_pair
+    with pytest.raises(ConfigError, match="prefix_cache_mb"):
+        BatchedARExecutor(target, prefix_cache_mb=-1)
