@@ -224,3 +224,12 @@ def test_residual_is_the_rejection_distribution():
     p = torch.tensor([0.5, 0.3, 0.2])
     q = torch.tensor([0.2, 0.5, 0.3])
     assert torch.allclose(residual(p, q), torch.tensor([1.0, 0.0, 0.0]))
+
+
+def test_negative_control_wrong_match_rule_fails(pair):
+    """The one-hot (lookup) case above checks the match rule: drawing again on a mismatch is caught."""
+    from test_sampled_identity import match_then_redraw
+
+    tables = Tables(*pair, 1.0, 1.0)
+    samples = run_samples(tables, "lookup", (1, 1, 1), 1.0, 1.0, verify=match_then_redraw)
+    assert chi_square_p_value(samples, tables.exact_joint()) < 1e-6

@@ -6,6 +6,14 @@ norm(max(0, p - q)) and try the next child; if every child is rejected (or there
 sample the next token from the current p. After an acceptance, continue at the child with
 the target's distribution there. Greedy is the same rule with one-hot p (see sampling.py):
 the child equal to the target argmax is accepted, otherwise the argmax is emitted.
+
+When every child of a node is a deterministic proposal (one-hot q: n-gram lookup, lookahead,
+greedy drafts), the node draws ONE token y from p and follows the child whose token is y, or
+emits y when none is. That is the same distribution as the rule above (child x is taken with
+probability p(x), and a rejection leaves p without the proposed tokens), and it draws exactly
+what autoregressive sampling draws: one sample per emitted token from the same generator. So
+with such drafts a sampled output is token-identical to autoregressive sampling with the same
+seed, whatever was drafted (so draft lengths may adapt to the batch without changing outputs).
 """
 
 from __future__ import annotations
@@ -72,16 +80,31 @@ def verify_tree(tree: DraftTree, target_probs: torch.Tensor, generator: torch.Ge
     node, path = -1, []
     p = target_probs[0]
     while True:
-        accepted_child = None
-        for child in tree.children(node):
-            q = tree.draft_probs[child]
-            token = tree.tokens[child]
-            if uniform(generator) < accept_probability(p, q, token):
-                accepted_child = child
-                break
-            p = residual(p, q)
+        children = tree.children(node)
+        if all(is_deterministic(tree, child) for child in children):
+            drawn = sample(p, generator)
+            accepted_child = next((child for child in children if tree.tokens[child] == drawn), None)
+        else:
+            accepted_child, drawn = _try_children(tree, children, p, generator)
         if accepted_child is None:
-            return Verdict(path, [tree.tokens[i] for i in path], sample(p, generator))
+            return Verdict(path, [tree.tokens[i] for i in path], drawn)
         path.append(accepted_child)
         node = accepted_child
         p = target_probs[1 + node]
+
+
+def is_deterministic(tree: DraftTree, node: int) -> bool:
+    """Whether the node's token was proposed with certainty (its q is one-hot)."""
+    return float(tree.draft_probs[node][tree.tokens[node]]) == 1.0
+
+
+def _try_children(
+    tree: DraftTree, children: list[int], p: torch.Tensor, generator: torch.Generator
+) -> tuple[int | None, int]:
+    """The accept/residual rule over sampled proposals: (accepted child, -1) or (None, token from the residual)."""
+    for child in children:
+        q = tree.draft_probs[child]
+        if uniform(generator) < accept_probability(p, q, tree.tokens[child]):
+            return child, -1
+        p = residual(p, q)
+    return None, sample(p, generator)

@@ -318,6 +318,7 @@ class BatchedSpeculativeExecutor:
         max_ngram: int = 3,
         min_ngram: int = 1,
         prefix_cache_mb: float = 1024,
+        draft_slot_budget: int | None = None,
     ):
         from seed_tot.models.loading import check_pair
 
@@ -327,9 +328,15 @@ class BatchedSpeculativeExecutor:
             if draft is None:
                 raise ConfigError("The model drafter needs a draft model: pass one of the target's tokenizer family.")
             check_pair(draft, target)
+        if draft_slot_budget is not None and (drafter != "lookup" or draft_slot_budget < 0):
+            raise ConfigError(
+                f"draft_slot_budget (got {draft_slot_budget}) needs the lookup drafter and a value >= 0: its "
+                "one-hot drafts keep sampled outputs independent of draft lengths, a draft model's do not."
+            )
         if not 1 <= min_ngram <= max_ngram:
             raise ConfigError(f"Lookup n-gram sizes need 1 <= min_ngram <= max_ngram, got {min_ngram} and {max_ngram}.")
         self.drafter = drafter
+        self.draft_slot_budget = draft_slot_budget
         self.lookup = PromptLookupDrafter(target.vocab_size, max_ngram=max_ngram, min_ngram=min_ngram)
         self.target = target
         self.draft = draft if drafter == "model" else None
@@ -466,10 +473,12 @@ class BatchedSpeculativeExecutor:
         batch (other problems, under --concurrency)."""
         drafts = []
         contexts = {id(row): row.request.prompt_ids + row.tokens for row in everyone}
+        # A batch wider than the CPU's free width computes every drafted slot: share out the budget.
+        cap = self.max_k if self.draft_slot_budget is None else self.draft_slot_budget // len(active)
         for row in active:
             others = [contexts[id(other)] for other in everyone
                       if other is not row and other.request.group == row.request.group]
-            tree = self.lookup.draft(contexts[id(row)], min(row.depth, row.remaining), others)
+            tree = self.lookup.draft(contexts[id(row)], min(row.depth, row.remaining, cap), others)
             drafts.append(_Draft(tree=tree))
         return drafts
 

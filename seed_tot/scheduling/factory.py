@@ -43,9 +43,14 @@ METHODS = (
     *SERIAL_DECODERS,
 )
 NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
+# Draft tokens per batched-lookup step over all rows. Measured here (docs/results/bench_forward_width.json):
+# a 1.5B forward costs ~190 ms + ~20 ms per token slot, so a row's draft token pays only while
+# acceptance beats 20B/(190+20B) for B rows (0.3 at B=4, 0.46 at 8, 0.77 at 32) and lookup drafts
+# are accepted 0.15-0.45 of the time: k=2 up to 4 rows, k=1 up to 8, none beyond.
+LOOKUP_DRAFT_SLOT_BUDGET = 8
 BATCHED_OPTIONS = {"share_prefix", "compact_slack", "prefix_cache_mb"}
 BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
-BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram"}
+BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram", "draft_slot_budget"}
 
 DraftArg = ModelRunner | str | Any  # a runner, a model name, or a SEED DraftSource (NamedDraft, TinyDraft)
 
@@ -80,6 +85,7 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
         from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
 
         k_config = _k_config(options, (1,) * 2)
+        options = {"draft_slot_budget": LOOKUP_DRAFT_SLOT_BUDGET} | options
         return BatchedSpeculativeExecutor(target, None, k_config, name=method, drafter="lookup", **options)
     if method in ("seed", "seed-mcsd"):
         return _seed(method, target, draft, options)
