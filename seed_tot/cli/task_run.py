@@ -209,6 +209,26 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
     click.echo(f"results: {out / 'results.jsonl'}")
 
 
+def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOptions) -> None:
+    """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
+    per-problem seconds above overlap, so the run's own clock is the throughput to compare);
+    appended to OUT/runs.jsonl."""
+    import json
+    import resource
+
+    records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
+    tokens = sum(r.new_tokens for r in records)
+    totals = {
+        "problems": todo_done, "concurrency": opts.concurrency, "method": opts.method, "wall_seconds": round(seconds, 1),
+        "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+    click.echo(f"this run: {todo_done} problems in {seconds:.1f} s, {totals['tokens_per_second']} tokens/s over the "
+               f"run, peak RSS {totals['peak_rss_mib']} MiB")
+    with open(out / "runs.jsonl", "a") as handle:
+        handle.write(json.dumps(totals) + "\n")
+
+
 def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.api import to_trace
     from seed_tot.observe.trace import write_trace
@@ -274,5 +294,6 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
         problem_bar.close()
         executor.close()
     print_summary(load_records(out / "results.jsonl"), out)
+    print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts)
     if interrupted:
         sys.exit(130)
