@@ -41,7 +41,7 @@ def main() -> None:
     counts = {"final": 0, "cot": 0, "search": 0, "tree_vote": 0}
     tokens = seconds = 0.0
     for row in rows:
-        trace = load_trace(row["trace_path"])
+        trace = load_trace(args.out / "traces" / Path(row["trace_path"]).name)  # the folder may have moved
         problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold)
         selection = trace.selection or {}
         answers = {
@@ -58,10 +58,21 @@ def main() -> None:
         print(f"{row['problem_id']}: gold {row['gold']} | " + ", ".join(f"{k} {v}" for k, v in answers.items()))
     n = len(rows)
     print()
-    print("| problems | ToT final (vote + CoT) | CoT candidate alone | search's own choice | tree vote without CoT | tokens / problem | executor s / problem |")
+    print("| problems | ToT final (vote + CoT) | CoT candidate alone | search's own choice | tree vote without CoT | tokens / problem | run wall s / problem |")
     print("|---|---|---|---|---|---|---|")
     cells = [f"{counts[k]}/{n} ({counts[k] / n:.0%})" for k in ("final", "cot", "search", "tree_vote")]
-    print(f"| {n} | " + " | ".join(cells) + f" | {tokens / n:.0f} | {seconds / n:.0f} |")
+    print(f"| {n} | " + " | ".join(cells) + f" | {tokens / n:.0f} | {run_wall_per_problem(args.out, seconds / n)} |")
+
+
+def run_wall_per_problem(out: Path, executor_seconds: float) -> str:
+    """Wall time per problem from the runs' own clocks (OUT/runs.jsonl); under --concurrency the
+    per-problem executor seconds overlap, so they are only the fallback for older runs."""
+    path = out / "runs.jsonl"
+    runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    problems = sum(r["problems"] for r in runs)
+    if not problems:
+        return f"{executor_seconds:.0f} (executor calls)"
+    return f"{sum(r['wall_seconds'] for r in runs) / problems:.0f}"
 
 
 if __name__ == "__main__":
