@@ -38,11 +38,14 @@ def main() -> None:
     args = parser.parse_args()
     task = get_task(args.task)
     rows = [json.loads(line) for line in (args.out / "results.jsonl").read_text().splitlines() if line.strip()]
+    known = {p.id: p for p in task.load()}
     counts = {"final": 0, "cot": 0, "search": 0, "tree_vote": 0}
     tokens = seconds = 0.0
     for row in rows:
-        trace = load_trace(args.out / "traces" / Path(row["trace_path"]).name)  # the folder may have moved
-        problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold)
+        # the run folder may have moved: read the trace by its path inside OUT/traces/
+        trace = load_trace(args.out / "traces" / row["trace_path"].rsplit("/traces/", 1)[-1])
+        # the task's own problem (scoring may need its data, e.g. Blocksworld's PDDL), else the trace's
+        problem = known.get(trace.problem_id) or Problem(id=trace.problem_id, question=trace.question, gold=trace.gold)
         selection = trace.selection or {}
         answers = {
             "final": row["answer"],
