@@ -31,7 +31,6 @@ def test_match_is_the_longest_kept_prefix_and_leaves_one_token():
     assert match.length == 4 and match.kv[0][0].shape[2] == 4
     assert cache.match([1, 2, 3, 4, 5]).length == 4  # the last token is always computed
     assert cache.match([7, 1, 2]).length == 0 and cache.match([7, 1, 2]).kv is None
-    assert cache.stats()["hits"] == 2
 
 
 def test_add_skips_covered_prompts_and_replaces_the_ones_it_extends():
@@ -86,7 +85,7 @@ def test_greedy_from_kept_prefixes_equals_autoregressive(tiny_pair, method):
     executor.run(requests_for(target, FIRST_ROUND))
     second = requests_for(target, SECOND_ROUND)
     results = executor.run(second)
-    assert executor.prefix_cache.reused_tokens > 0  # the second call did start from kept KV
+    assert executor.prefix_cache.reused_tokens > 0  # the second call's prefill did start from kept KV
     assert [r.token_ids for r in results] == reference(target, second)
 
 

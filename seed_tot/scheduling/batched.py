@@ -135,6 +135,7 @@ def prefill(
     order = list(range(len(unique)))
     if matches and stage_cost([len(p) - m.length for p, m in zip(unique, matches)]) < fresh_cost:
         batch, logits = _prefill_from_kept(runner, unique, matches)
+        prefix_cache.count_reuse(matches)
     elif plan is None:
         batch, logits = _prefill_rows(runner, unique)
     else:

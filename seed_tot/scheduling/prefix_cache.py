@@ -52,10 +52,13 @@ class PrefixCache:
         if best_key is None:
             return PrefixMatch(0, None)
         self.entries.move_to_end(best_key)
-        self.hits += 1
-        self.reused_tokens += best_length
         kv = [(k[:, :, :best_length], v[:, :, :best_length]) for k, v in self.entries[best_key]]
         return PrefixMatch(best_length, kv)
+
+    def count_reuse(self, matches: list[PrefixMatch]) -> None:
+        """Record that a prefill started from these matches (a match may be looked up and not used)."""
+        self.hits += sum(1 for m in matches if m.length)
+        self.reused_tokens += sum(m.length for m in matches)
 
     def add(self, tokens: list[int], kv: RowKV) -> None:
         """Keep `tokens`' KV (positions 0..len-1), unless a kept prompt already covers it."""
