@@ -31,6 +31,11 @@ def git_revision() -> str | None:
         return None
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far (Linux reports kilobytes)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def machine_facts() -> dict:
     """What a benchmark record needs to be read later: when, where, under what load, which code."""
     import torch
@@ -43,7 +48,7 @@ def machine_facts() -> dict:
         "platform": platform.platform(),
         "torch": torch.__version__,
         "git": git_revision(),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mib": peak_rss_mib(),
     }
 
 

@@ -214,14 +214,15 @@ def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOpt
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
     appended to OUT/runs.jsonl."""
     import json
-    import resource
+
+    from seed_tot.bench import peak_rss_mib
 
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
     tokens = sum(r.new_tokens for r in records)
     totals = {
         "problems": todo_done, "concurrency": opts.concurrency, "method": opts.method, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mib": round(peak_rss_mib()),
     }
     click.echo(f"this run: {todo_done} problems in {seconds:.1f} s, {totals['tokens_per_second']} tokens/s over the "
                f"run, peak RSS {totals['peak_rss_mib']} MiB")

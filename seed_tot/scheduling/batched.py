@@ -142,7 +142,8 @@ def prefill(
         batch, logits, order = _prefill_in_two_stages(runner, unique, plan)
     if prefix_cache is not None and logits is not None:
         for row, index in enumerate(order):
-            prefix_cache.add(unique[index], batch.committed_kv(row))
+            if unique[index] and not prefix_cache.covers(unique[index]):  # copy only what is new
+                prefix_cache.add(unique[index], batch.committed_kv(row))
     position = {index: row for row, index in enumerate(order)}
     row_of = [position[u] for u in row_of]
     if row_of != list(range(batch.batch_size)):

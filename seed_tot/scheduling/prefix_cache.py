@@ -37,13 +37,10 @@ class PrefixCache:
         self.budget_bytes = budget_bytes
         self.entries: OrderedDict[tuple[int, ...], RowKV] = OrderedDict()
         self.bytes = 0
-        self.lookups = 0
-        self.hits = 0
-        self.reused_tokens = 0
+        self.reused_tokens = 0  # prompt tokens prefills started from instead of computing
 
     def match(self, prompt: list[int]) -> PrefixMatch:
         """The longest kept prefix of `prompt`, at most len(prompt) - 1 tokens."""
-        self.lookups += 1
         best_key, best_length = None, 0
         for key in self.entries:
             length = min(common_prefix_length(key, prompt), len(prompt) - 1)
@@ -57,13 +54,17 @@ class PrefixCache:
 
     def count_reuse(self, matches: list[PrefixMatch]) -> None:
         """Record that a prefill started from these matches (a match may be looked up and not used)."""
-        self.hits += sum(1 for m in matches if m.length)
         self.reused_tokens += sum(m.length for m in matches)
+
+    def covers(self, tokens: list[int]) -> bool:
+        """Whether a kept prompt starts with `tokens` (so their KV is already kept)."""
+        key = tuple(tokens)
+        return any(k[: len(key)] == key for k in self.entries)
 
     def add(self, tokens: list[int], kv: RowKV) -> None:
         """Keep `tokens`' KV (positions 0..len-1), unless a kept prompt already covers it."""
         key = tuple(tokens)
-        if not key or any(k[: len(key)] == key for k in self.entries):
+        if not key or self.covers(tokens):
             return
         size = kv_bytes(kv)
         if size > self.budget_bytes:
@@ -75,7 +76,3 @@ class PrefixCache:
         while self.bytes > self.budget_bytes:
             _, evicted = self.entries.popitem(last=False)
             self.bytes -= kv_bytes(evicted)
-
-    def stats(self) -> dict[str, int]:
-        return {"entries": len(self.entries), "bytes": self.bytes, "lookups": self.lookups,
-                "hits": self.hits, "reused_tokens": self.reused_tokens}
