@@ -4,10 +4,11 @@ import pytest
 from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER, idea_reply, make_task, tiny_config
 
+from seed_tot.config import DecodeConfig
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
 from seed_tot.search.driver import solve_many
-from seed_tot.search.steps import Batch, BatchOutcome, gather
+from seed_tot.search.steps import Batch, drive, gather
 from seed_tot.task import Problem
 
 PROBLEMS = [Problem(id=f"p{i}", question=f"What is {i} * 7?", gold=str(7 * i)) for i in range(1, 6)]
@@ -15,6 +16,19 @@ PROBLEMS = [Problem(id=f"p{i}", question=f"What is {i} * 7?", gold=str(7 * i)) f
 
 def tree_of(result):
     return [(n.id, n.parent, n.kind, n.thought, n.value, n.seeds, n.raw_values) for n in result.tree.nodes()]
+
+
+class RecordingExecutor:
+    """Answers request r with r * 10 and records every call."""
+
+    name = "recording"
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, requests):
+        self.calls.append(list(requests))
+        return [r * 10 for r in requests]
 
 
 def test_gather_merges_pending_batches_and_returns_in_order():
@@ -25,14 +39,31 @@ def test_gather_merges_pending_batches_and_returns_in_order():
             seen.append(outcome.results)
         return name, seen
 
-    merged = gather([steps("a", 2), steps("b", 1), steps("c", 0)])
-    batch = next(merged)
-    assert batch.requests == ["a", "b"]  # "c" yields nothing and is done at once
-    batch = merged.send(BatchOutcome(results=[1, 2], wall_seconds=1.0))
-    assert batch.requests == ["a", "a"]  # "b" finished after its one round
-    with pytest.raises(StopIteration) as done:
-        merged.send(BatchOutcome(results=[3, 4], wall_seconds=1.0))
-    assert done.value.value == [("a", [[1], [3, 4]]), ("b", [[2]]), ("c", [])]
+    def outer():
+        values = yield from gather([steps(1, 2), steps(2, 1), steps(3, 0)])
+        outcome = yield Batch("value", 0, [4])
+        return values, outcome.results
+
+    executor = RecordingExecutor()
+    values, last = drive(outer(), executor)
+    assert executor.calls == [[1, 2], [1, 1], [4]]  # 3 asks for nothing; 2 ends after its one round
+    assert values == [(1, [[10], [10, 10]]), (2, [[20]]), (3, [])]
+    assert last == [40]
+
+
+def test_forks_nest_and_empty_forks_return_at_once():
+    def leaf(value):
+        outcome = yield Batch("thought", 0, [value])
+        return outcome.results[0]
+
+    def middle():
+        empty = yield from gather([])
+        inner = yield from gather([leaf(1), leaf(2)])
+        return empty, inner
+
+    executor = RecordingExecutor()
+    assert drive(gather([middle(), leaf(3)]), executor) == [([], [10, 20]), 30]
+    assert executor.calls == [[1, 2, 3]]
 
 
 @pytest.mark.parametrize("search", ["bfs", "mcts"])
@@ -53,9 +84,25 @@ def test_concurrency_merges_calls_and_keeps_every_result(search):
     assert sum(len(b) for b in shared.batches) == sum(len(b) for b in alone.batches)  # no request lost or added
 
 
+class SessionSpy:
+    """Passes everything to `inner` and keeps the sessions it opens."""
+
+    def __init__(self, inner):
+        self.inner, self.sessions = inner, []
+        self.name = inner.name
+
+    def run(self, requests):
+        return self.inner.run(requests)
+
+    def session(self):
+        self.sessions.append(self.inner.session())
+        return self.sessions[-1]
+
+
 @pytest.mark.parametrize("method", ["batched", "batched-lookup"])
-def test_the_tiny_pair_gives_the_same_traces_at_any_concurrency(tiny_pair, method):
-    """float32 tiny target, sampled thoughts and values: C=1 and C=3 build identical trees."""
+def test_the_tiny_pair_gives_the_same_traces_at_any_concurrency_and_batching(tiny_pair, method):
+    """float32 tiny target, sampled thoughts and values: C=1 and C=3, rounds or continuous
+    batching, build identical trees."""
     from seed_tot.reasoning.prompting import PromptFormatter
     from tasks import get_task
 
@@ -63,15 +110,18 @@ def test_the_tiny_pair_gives_the_same_traces_at_any_concurrency(tiny_pair, metho
     task = get_task("gsm8k")
     problems = task.load()[:4]
     config = tiny_config(BFSConfig, breadth=2, seed=3, value_samples=2).model_copy(
-        update={"value_decode": tiny_config(BFSConfig).thought_decode})
+        update={"value_decode": tiny_config(BFSConfig).thought_decode, "cot_decode": DecodeConfig(max_new_tokens=24)})
     search = BFS(task, None, PromptFormatter(target.tokenizer), config)
     trees = {}
-    for concurrency in (1, 3):
-        executor = make_executor(method, target)
-        trees[concurrency] = {r.problem.id: (tree_of(r), r.answer)
-                              for r in solve_many(search.steps, problems, executor, concurrency)}
-    assert trees[1] == trees[3]
-    assert len({thought for tree, _ in trees[1].values() for _, _, _, thought, *_ in tree}) > 4
+    for concurrency, continuous in [(1, False), (3, False), (3, True)]:
+        executor = SessionSpy(make_executor(method, target))
+        trees[concurrency, continuous] = {
+            r.problem.id: (tree_of(r), r.answer)
+            for r in solve_many(search.steps, problems, executor, concurrency, continuous=continuous)}
+        assert bool(executor.sessions) == continuous
+    assert trees[1, False] == trees[3, False] == trees[3, True]
+    assert executor.sessions[0].joins_while_busy > 0  # searches joined a batch other rows were decoding
+    assert len({thought for tree, _ in trees[1, False].values() for _, _, _, thought, *_ in tree}) > 4
 
 
 def test_bad_concurrency_is_refused():

@@ -61,6 +61,7 @@ class TaskRunOptions:
     out_dir: str | None
     resume: bool
     concurrency: int = 1
+    batching: str = "continuous"
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -220,7 +221,8 @@ def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOpt
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
     tokens = sum(r.new_tokens for r in records)
     totals = {
-        "problems": todo_done, "concurrency": opts.concurrency, "method": opts.method, "wall_seconds": round(seconds, 1),
+        "problems": todo_done, "concurrency": opts.concurrency, "batching": opts.batching,
+        "method": opts.method, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
     }
@@ -265,11 +267,11 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     interrupted = False
     search = search_cls(task, executor, formatter, search_config)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
-    batch_bar = tqdm(desc="tree batches", unit="batch", file=sys.stderr, leave=False)
+    batch_bar = tqdm(desc="requests", unit="request", file=sys.stderr, leave=False)
     executor = ProgressExecutor(executor, batch_bar)
     run_started = time.perf_counter()
     try:
-        for result in solve_many(search.steps, todo, executor, opts.concurrency):
+        for result in solve_many(search.steps, todo, executor, opts.concurrency, continuous=opts.batching == "continuous"):
             problem = result.problem
             extra = judge(task, executor, formatter, result.answer or "", opts.seed) if task_name == "creative_writing" else {}
             if result.selection is not None:

@@ -114,6 +114,41 @@ def stack_rows(rows: list[RowKV]) -> tuple[DynamicCache, list[int]]:
     return stacked, pads
 
 
+def _slots(cache: DynamicCache) -> int:
+    """Positions held, read from the tensors (get_seq_length() says 0 for a batch of no rows)."""
+    layers = [layer for layer in cache.layers if layer.is_initialized]
+    return int(layers[0].keys.shape[-2]) if layers else 0
+
+
+def concat_left_padded(
+    first: DynamicCache, first_rows: int, second: DynamicCache, second_rows: int
+) -> tuple[DynamicCache, int, int]:
+    """One cache holding the rows of `first` then those of `second`, the shorter one left-padded
+    with zeros to the other's length (a cache without positions counts as zero-length rows).
+    Returns the cache and the pad of each part; the caller masks the pads."""
+    width_first, width_second = _slots(first), _slots(second)
+    width = max(width_first, width_second)
+    if width == 0:
+        return DynamicCache(), 0, 0
+    template = first if width_first else second
+
+    def part(cache: DynamicCache, rows: int, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not _slots(cache):
+            k = template.layers[layer_idx].keys
+            zeros = k.new_zeros(rows, k.shape[1], width, k.shape[3])
+            return zeros, zeros
+        layer = cache.layers[layer_idx]
+        pad = width - layer.keys.shape[-2]
+        return (torch.nn.functional.pad(layer.keys, (0, 0, pad, 0)),
+                torch.nn.functional.pad(layer.values, (0, 0, pad, 0)))
+
+    joined = DynamicCache()
+    for layer_idx in range(len(template.layers)):
+        (k1, v1), (k2, v2) = part(first, first_rows, layer_idx), part(second, second_rows, layer_idx)
+        joined.update(torch.cat([k1, k2], 0), torch.cat([v1, v2], 0), layer_idx)
+    return joined, width - width_first, width - width_second
+
+
 def row_positions(cache: DynamicCache, row: int, positions: torch.Tensor) -> RowKV:
     """A copy of one batch row's KV at the given positions (in that order)."""
     out = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from seed_tot.runtime.cache import RowKV, gather_positions, row_positions, select_rows, stack_rows
+from seed_tot.runtime.cache import RowKV, concat_left_padded, gather_positions, row_positions, select_rows, stack_rows
 from seed_tot.runtime.masks import additive_mask
 from seed_tot.runtime.runner import ModelRunner
 
@@ -44,6 +44,18 @@ class RaggedBatchCache:
         batch.lengths = [width - pad for pad in pads]
         batch._reset_step(len(rows))
         return batch
+
+    def extend(self, other: "RaggedBatchCache") -> None:
+        """Append the rows of `other` (same model, no open step in either) after this batch's rows:
+        requests join a running batch between steps (continuous batching)."""
+        self._require_no_step("extend")
+        other._require_no_step("extend")
+        self.cache, pad_self, pad_other = concat_left_padded(self.cache, self.batch_size, other.cache, other.batch_size)
+        left = torch.zeros(self.batch_size, pad_self, dtype=torch.bool)
+        right = torch.zeros(other.batch_size, pad_other, dtype=torch.bool)
+        self.valid = torch.cat([torch.cat([left, self.valid], 1), torch.cat([right, other.valid], 1)], 0)
+        self.lengths = self.lengths + other.lengths
+        self._reset_step(self.batch_size)
 
     def committed_kv(self, row: int) -> RowKV:
         """A copy of one row's committed KV, in order (to keep a prompt's KV for a later batch)."""

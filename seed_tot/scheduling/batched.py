@@ -41,6 +41,7 @@ from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
+from seed_tot.scheduling.session import DecodeSession, drain
 
 
 @dataclass
@@ -48,6 +49,7 @@ class _Row:
     """One request while it is being decoded."""
 
     request: GenerationRequest
+    ticket: int
     stop: StopCriteria
     generator: torch.Generator  # drafting, verification and sampling, as in the serial decoders
     depth: int  # current draft depth (adaptive_k changes it)
@@ -56,6 +58,8 @@ class _Row:
     tokens: list[int] = field(default_factory=list)
     finish: FinishReason | None = None
     stats: GenerationStats = field(default_factory=GenerationStats)
+    joined: float = field(default_factory=time.perf_counter)
+    logits: torch.Tensor | None = None  # batched AR: the logits the next token is drawn from
 
     @property
     def temperature(self) -> float:
@@ -86,17 +90,12 @@ def _prefix_cache(budget_mb: float) -> PrefixCache | None:
     return PrefixCache(int(budget_mb * 2**20)) if budget_mb > 0 else None
 
 
-def _check_requests(requests: list[GenerationRequest]) -> None:
-    for index, request in enumerate(requests):
-        if not request.prompt_ids:
-            raise ConfigError(f"Request {request.request_id or index!r} has an empty prompt: give at least one prompt token.")
-
-
-def _new_row(request: GenerationRequest, runner: ModelRunner, depth: int = 0) -> _Row:
+def _new_row(ticket: int, request: GenerationRequest, runner: ModelRunner, depth: int = 0) -> _Row:
     config = request.config
     stop = stop_criteria(runner, config)
     return _Row(
         request=request,
+        ticket=ticket,
         stop=stop,
         generator=torch.Generator().manual_seed(request.seed),
         depth=depth,
@@ -221,21 +220,35 @@ def _next_token(logits: torch.Tensor, row: _Row) -> int:
     return sample(probabilities(logits, row.temperature, row.top_p), row.generator)
 
 
-def _results(rows: list[_Row], runner: ModelRunner, wall: float) -> list[GenerationResult]:
-    out = []
-    for index, row in enumerate(rows):
-        row.stats.new_tokens = len(row.tokens)
-        row.stats.wall_seconds = wall  # the whole batch ran for this long
-        out.append(
-            GenerationResult(
-                request_id=row.request.request_id or str(index),
-                token_ids=list(row.tokens),
-                text=runner.decode(row.tokens),
-                finish_reason=row.finish or "length",
-                stats=row.stats,
-            )
-        )
-    return out
+def _result(row: _Row, runner: ModelRunner) -> tuple[int, GenerationResult]:
+    row.stats.new_tokens = len(row.tokens)
+    row.stats.wall_seconds = time.perf_counter() - row.joined  # from joining the batch to leaving it
+    result = GenerationResult(
+        request_id=row.request.request_id or str(row.ticket),
+        token_ids=list(row.tokens),
+        text=runner.decode(row.tokens),
+        finish_reason=row.finish or "length",
+        stats=row.stats,
+    )
+    return row.ticket, result
+
+
+def _leave_finished(batches: list[RaggedBatchCache | None], rows: list[_Row]) -> tuple[list[_Row], list[_Row]]:
+    """Drop the finished rows from the batches; (rows still decoding, rows that ended)."""
+    keep = [i for i, row in enumerate(rows) if row.finish is None]
+    if len(keep) < len(rows):
+        for batch in batches:
+            if batch is not None:
+                batch.select(keep)
+    return [rows[i] for i in keep], [row for row in rows if row.finish is not None]
+
+
+def _join_batch(running: RaggedBatchCache | None, joining: RaggedBatchCache, compact_slack: int) -> RaggedBatchCache:
+    if running is None or not running.batch_size:  # nothing left to keep: start afresh
+        joining.compact_slack = compact_slack
+        return joining
+    running.extend(joining)
+    return running
 
 
 class BatchedARExecutor:
@@ -251,40 +264,60 @@ class BatchedARExecutor:
         self.name = "batched"
         self.last_timing: dict[str, float] = {}
 
+    def session(self) -> "_ARSession":
+        """A batch that requests may join between steps (continuous batching)."""
+        return _ARSession(self)
+
     def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
-        _check_requests(requests)
-        if not requests:
-            return []
-        started = time.perf_counter()
-        rows = [_new_row(r, self.target) for r in requests]
-        batch, logits = prefill(self.target, [r.prompt_ids for r in requests], self.share_prefix,
-                                prefix_cache=self.prefix_cache)
-        batch.compact_slack = self.compact_slack
-        target_seconds = time.perf_counter() - started
-        for row in rows:
-            row.stats.target_forwards += 1
-        active = list(rows)
-        while True:
-            for i, row in enumerate(active):
-                row.append([_next_token(logits[i], row)])
-            keep = [i for i, row in enumerate(active) if row.finish is None]
-            if not keep:
-                break
-            if len(keep) < len(active):
-                batch.select(keep)
-                active = [active[i] for i in keep]
-            t0 = time.perf_counter()
-            logits = batch.forward([[row.tokens[-1]] for row in active], [[-1]] * len(active))[:, 0]
-            batch.commit([[0]] * len(active))
-            target_seconds += time.perf_counter() - t0
-            for row in active:
-                row.stats.target_forwards += 1
-        wall = time.perf_counter() - started
-        self.last_timing = {"wall_seconds": wall, "target_seconds": target_seconds, "draft_seconds": 0.0}
-        return _results(rows, self.target, wall)
+        return _run_in_session(self, requests)
 
     def close(self) -> None:
         """Nothing to release: the executor holds no processes."""
+
+
+def _run_in_session(executor, requests: list[GenerationRequest]) -> list[GenerationResult]:
+    """Every request in one fresh session until all have ended (the executors' `run`)."""
+    started = time.perf_counter()
+    session = executor.session()
+    results = drain(session, requests)
+    executor.last_timing = {"wall_seconds": time.perf_counter() - started,
+                            "target_seconds": session.target_seconds, "draft_seconds": session.draft_seconds}
+    return results
+
+
+class _ARSession(DecodeSession[_Row]):
+    """Batched AR: each step draws every row's next token, then ONE target forward for all rows."""
+
+    def __init__(self, executor: BatchedARExecutor):
+        super().__init__()
+        self.executor = executor
+        self.batch: RaggedBatchCache | None = None
+
+    def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
+        ex = self.executor
+        started = time.perf_counter()
+        rows = [_new_row(ticket, request, ex.target) for ticket, request in queued]
+        batch, logits = prefill(ex.target, [r.prompt_ids for _, r in queued], ex.share_prefix, prefix_cache=ex.prefix_cache)
+        for row, row_logits in zip(rows, logits):
+            row.logits = row_logits
+            row.stats.target_forwards += 1
+        self.batch = _join_batch(self.batch, batch, ex.compact_slack)
+        self.active += rows
+        self.target_seconds += time.perf_counter() - started
+
+    def _step(self) -> list[tuple[int, GenerationResult]]:
+        for row in self.active:
+            row.append([_next_token(row.logits, row)])
+        self.active, ended = _leave_finished([self.batch], self.active)
+        if self.active:
+            started = time.perf_counter()
+            logits = self.batch.forward([[row.tokens[-1]] for row in self.active], [[-1]] * len(self.active))[:, 0]
+            self.batch.commit([[0]] * len(self.active))
+            self.target_seconds += time.perf_counter() - started
+            for row, row_logits in zip(self.active, logits):
+                row.logits = row_logits
+                row.stats.target_forwards += 1
+        return [_result(row, self.executor.target) for row in ended]
 
 
 @dataclass
@@ -358,61 +391,12 @@ class BatchedSpeculativeExecutor:
         """Candidates per level for a draft of `depth` levels (levels past k_config get one)."""
         return (self.k_config + (1,) * self.max_k)[:depth]
 
-    def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
-        _check_requests(requests)
-        if not requests:
-            return []
-        started = time.perf_counter()
-        rows = [_new_row(r, self.target, depth=len(self.k_config)) for r in requests]
-        for row in rows:
-            row.pending = row.request.prompt_ids[-1]
-            row.draft_todo = [row.pending]
-        heads = [r.prompt_ids[:-1] for r in requests]
-        target_batch, _ = prefill(self.target, heads, self.share_prefix, prefix_cache=self.prefix_cache)
-        target_batch.compact_slack = self.compact_slack
-        t_target = time.perf_counter() - started
-        draft_batch = None
-        if self.draft is not None:
-            draft_batch, _ = prefill(self.draft, heads, self.share_prefix, prefix_cache=self.draft_prefix_cache)
-            draft_batch.compact_slack = self.compact_slack
-        t_draft = time.perf_counter() - started - t_target
+    def session(self) -> "_SpeculativeSession":
+        """A batch that requests may join between steps (continuous batching)."""
+        return _SpeculativeSession(self)
 
-        active = list(rows)
-        while active:
-            t0 = time.perf_counter()
-            drafts = self._draft_step(draft_batch, active) if draft_batch else self._lookup_step(active, rows)
-            t1 = time.perf_counter()
-            target_probs = self._target_step(target_batch, active, drafts)
-            t2 = time.perf_counter()
-            t_draft += t1 - t0
-            t_target += t2 - t1
-            target_keep, draft_keep = [], []
-            for row, draft, probs in zip(active, drafts, target_probs):
-                verdict = verify_tree(draft.tree, probs, row.generator)
-                target_keep.append([0] + [1 + node for node in verdict.accepted_nodes])
-                fed = [draft.node_slot[n] for n in verdict.accepted_nodes if n in draft.node_slot]
-                draft_keep.append(draft.todo_slots + fed)
-                unfed = [t for n, t in zip(verdict.accepted_nodes, verdict.accepted_tokens) if n not in draft.node_slot]
-                row.draft_todo = (row.draft_todo if not draft.todo_slots else []) + unfed + [verdict.next_token]
-                row.pending = verdict.next_token
-                drafted_depth = tree_depth(draft.tree)
-                row.stats.draft_tokens_proposed += drafted_depth
-                row.stats.draft_tokens_accepted += len(verdict.accepted_nodes)
-                row.stats.target_forwards += 1
-                self._adapt(row, drafted_depth, len(verdict.accepted_nodes))
-                row.append(verdict.accepted_tokens + [verdict.next_token])
-            target_batch.commit(target_keep)
-            if draft_batch:
-                draft_batch.commit(draft_keep)
-            keep = [i for i, row in enumerate(active) if row.finish is None]
-            if len(keep) < len(active) and keep:
-                target_batch.select(keep)
-                if draft_batch:
-                    draft_batch.select(keep)
-            active = [active[i] for i in keep]
-        wall = time.perf_counter() - started
-        self.last_timing = {"wall_seconds": wall, "target_seconds": t_target, "draft_seconds": t_draft}
-        return _results(rows, self.target, wall)
+    def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        return _run_in_session(self, requests)
 
     def _adapt(self, row: _Row, drafted_depth: int, accepted: int) -> None:
         if self.adaptive_k:
@@ -494,3 +478,65 @@ class BatchedSpeculativeExecutor:
 
     def close(self) -> None:
         """Nothing to release: the executor holds no processes."""
+
+
+class _SpeculativeSession(DecodeSession[_Row]):
+    """Batched speculative decoding: each step drafts every row, verifies all rows in ONE target
+    forward and keeps what each row accepted."""
+
+    def __init__(self, executor: BatchedSpeculativeExecutor):
+        super().__init__()
+        self.executor = executor
+        self.target_batch: RaggedBatchCache | None = None
+        self.draft_batch: RaggedBatchCache | None = None
+        self.lookup_rows: list[_Row] = []  # rows whose text lookup drafts may copy (groups still decoding)
+
+    def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
+        ex = self.executor
+        rows = [_new_row(ticket, request, ex.target, depth=len(ex.k_config)) for ticket, request in queued]
+        for row in rows:
+            row.pending = row.request.prompt_ids[-1]
+            row.draft_todo = [row.pending]
+        heads = [r.prompt_ids[:-1] for _, r in queued]
+        started = time.perf_counter()
+        batch, _ = prefill(ex.target, heads, ex.share_prefix, prefix_cache=ex.prefix_cache)
+        self.target_batch = _join_batch(self.target_batch, batch, ex.compact_slack)
+        drafted = time.perf_counter()
+        if ex.draft is not None:
+            batch, _ = prefill(ex.draft, heads, ex.share_prefix, prefix_cache=ex.draft_prefix_cache)
+            self.draft_batch = _join_batch(self.draft_batch, batch, ex.compact_slack)
+        self.target_seconds += drafted - started
+        self.draft_seconds += time.perf_counter() - drafted
+        self.active += rows
+        self.lookup_rows += rows
+
+    def _step(self) -> list[tuple[int, GenerationResult]]:
+        ex, active = self.executor, self.active
+        t0 = time.perf_counter()
+        drafts = ex._draft_step(self.draft_batch, active) if self.draft_batch else ex._lookup_step(active, self.lookup_rows)
+        t1 = time.perf_counter()
+        target_probs = ex._target_step(self.target_batch, active, drafts)
+        self.draft_seconds += t1 - t0
+        self.target_seconds += time.perf_counter() - t1
+        target_keep, draft_keep = [], []
+        for row, draft, probs in zip(active, drafts, target_probs):
+            verdict = verify_tree(draft.tree, probs, row.generator)
+            target_keep.append([0] + [1 + node for node in verdict.accepted_nodes])
+            fed = [draft.node_slot[n] for n in verdict.accepted_nodes if n in draft.node_slot]
+            draft_keep.append(draft.todo_slots + fed)
+            unfed = [t for n, t in zip(verdict.accepted_nodes, verdict.accepted_tokens) if n not in draft.node_slot]
+            row.draft_todo = (row.draft_todo if not draft.todo_slots else []) + unfed + [verdict.next_token]
+            row.pending = verdict.next_token
+            drafted_depth = tree_depth(draft.tree)
+            row.stats.draft_tokens_proposed += drafted_depth
+            row.stats.draft_tokens_accepted += len(verdict.accepted_nodes)
+            row.stats.target_forwards += 1
+            ex._adapt(row, drafted_depth, len(verdict.accepted_nodes))
+            row.append(verdict.accepted_tokens + [verdict.next_token])
+        self.target_batch.commit(target_keep)
+        if self.draft_batch:
+            self.draft_batch.commit(draft_keep)
+        self.active, ended = _leave_finished([self.target_batch, self.draft_batch], active)
+        decoding = {row.request.group for row in self.active}
+        self.lookup_rows = [row for row in self.lookup_rows if row.finish is None or row.request.group in decoding]
+        return [_result(row, ex.target) for row in ended]

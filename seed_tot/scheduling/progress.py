@@ -1,4 +1,4 @@
-"""An executor wrapper that advances a progress bar once per batch (one tree-level expansion step)."""
+"""An executor wrapper that advances a progress bar by the requests each call (or session step) finishes."""
 
 from __future__ import annotations
 
@@ -6,17 +6,19 @@ from seed_tot.requests import Executor, GenerationRequest, GenerationResult
 
 
 class ProgressExecutor:
-    """Delegates to `inner`; after each batch, ticks `bar` and shows the batch's size and tokens."""
+    """Delegates to `inner`; ticks `bar` once per finished request and shows what ran."""
 
     def __init__(self, inner: Executor, bar) -> None:
         self.inner = inner
         self.bar = bar
+        if hasattr(inner, "session"):  # only executors with sessions offer continuous batching
+            self.session = lambda: ProgressSession(inner.session(), bar)
 
     def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         results = self.inner.run(requests)
         tokens = sum(r.stats.new_tokens for r in results)
-        self.bar.update(1)
-        self.bar.set_postfix_str(f"batch of {len(requests)}, {tokens} tokens")
+        self.bar.update(len(results))
+        self.bar.set_postfix_str(f"call of {len(requests)}, {tokens} tokens")
         return results
 
     def close(self) -> None:
@@ -24,3 +26,29 @@ class ProgressExecutor:
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
+
+
+class ProgressSession:
+    """A decode session whose every step ticks `bar` by the requests that ended in it."""
+
+    def __init__(self, inner, bar) -> None:
+        self.inner = inner
+        self.bar = bar
+
+    def add(self, requests: list[GenerationRequest]) -> list[int]:
+        return self.inner.add(requests)
+
+    @property
+    def busy(self) -> bool:
+        return self.inner.busy
+
+    @property
+    def width(self) -> int:
+        return self.inner.width
+
+    def step(self):
+        ended = self.inner.step()
+        if ended:
+            self.bar.update(len(ended))
+            self.bar.set_postfix_str(f"{self.inner.width} rows decoding")
+        return ended

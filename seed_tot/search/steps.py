@@ -1,9 +1,11 @@
 """Searches as coroutines: a search yields the batches it needs and is sent their outcomes.
 
 A *step generator* yields `Batch`es and receives one `BatchOutcome` per batch; its return
-value is its result. `drive` runs one step generator on an executor; `gather` runs several
-as one step generator whose every batch merges all their pending batches, so many problems
-(or a search and its chain-of-thought candidate) share one executor call per round.
+value is its result. It may also yield a `Fork` of step generators (`gather`) and receives
+their return values. A `StepRunner` keeps every generator in flight and collects the batches
+that wait for an executor: `run_round` merges them into one executor call (a search and its
+chain-of-thought candidate, or many problems, share the call); seed_tot/search/driver.py can
+instead feed them to a continuous-batching session as they come.
 """
 
 from __future__ import annotations
@@ -59,33 +61,84 @@ def execute(executor: Executor, batch: Batch) -> BatchOutcome:
     )
 
 
-def drive(steps: Steps[T], executor: Executor) -> T:
-    """Run a step generator to its end, one executor call per batch it yields."""
-    try:
-        batch = next(steps)
-        while True:
-            batch = steps.send(execute(executor, batch))
-    except StopIteration as done:
-        return done.value
-
-
 @dataclass
-class _Pending:
+class Fork:
+    """Yielded by a step generator: run these step generators side by side and send back the
+    list of their return values (see `gather`)."""
+
+    steps: list[Steps[Any]]
+
+
+def gather(steps: list[Steps[Any]]) -> Steps[list[Any]]:
+    """Inside a step generator, `values = yield from gather([...])` runs several step generators
+    side by side (their batches share executor calls) and returns their values in order."""
+    values = yield Fork(list(steps))
+    return values
+
+
+_START = object()
+
+
+@dataclass(eq=False)
+class Task:
+    """One step generator in flight: waiting for its batch, for its forked children, or done."""
+
     steps: Steps[Any]
+    parent: "Task | None" = None
+    slot: int = 0  # its index in the parent's fork
     batch: Batch | None = None
+    children_left: int = 0
+    child_values: list[Any] = field(default_factory=list)
     done: bool = False
     value: Any = None
 
 
-def _advance(item: _Pending, outcome: BatchOutcome | None) -> None:
-    """Send `outcome` (None to start) and keep the next non-empty batch, or the return value."""
-    try:
-        batch = next(item.steps) if outcome is None else item.steps.send(outcome)
-        while not batch.requests:  # nothing to run: answer at once
-            batch = item.steps.send(BatchOutcome(results=[], wall_seconds=0.0))
-        item.batch = batch
-    except StopIteration as done:
-        item.batch, item.done, item.value = None, True, done.value
+class StepRunner:
+    """Step generators in flight, forks included; collects every batch that waits for an executor."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Task] = []  # tasks whose batch has not been sent yet, in the order they asked
+
+    def start(self, steps: Steps[T]) -> Task:
+        task = Task(steps)
+        self._resume(task, _START)
+        return task
+
+    def take_waiting(self) -> list[Task]:
+        """The tasks whose batches wait to be sent (the list is emptied)."""
+        waiting, self.waiting = self.waiting, []
+        return waiting
+
+    def deliver(self, task: Task, outcome: BatchOutcome) -> None:
+        """Send a task the outcome of its batch; it runs on to its next batch, fork or end."""
+        task.batch = None
+        self._resume(task, outcome)
+
+    def _resume(self, task: Task, sent: Any) -> None:
+        try:
+            item = next(task.steps) if sent is _START else task.steps.send(sent)
+            while True:
+                if isinstance(item, Fork) and not item.steps:
+                    item = task.steps.send([])
+                elif isinstance(item, Fork):
+                    task.children_left, task.child_values = len(item.steps), [None] * len(item.steps)
+                    for slot, child in enumerate(item.steps):
+                        self._resume(Task(child, parent=task, slot=slot), _START)
+                    return
+                elif not item.requests:  # nothing to run: answer at once
+                    item = task.steps.send(BatchOutcome(results=[], wall_seconds=0.0))
+                else:
+                    task.batch = item
+                    self.waiting.append(task)
+                    return
+        except StopIteration as finished:
+            task.done, task.value = True, finished.value
+            parent = task.parent
+            if parent is not None:
+                parent.child_values[task.slot] = task.value
+                parent.children_left -= 1
+                if parent.children_left == 0:
+                    self._resume(parent, parent.child_values)
 
 
 def split(outcome: BatchOutcome, sizes: list[int]) -> list[BatchOutcome]:
@@ -104,46 +157,24 @@ def split(outcome: BatchOutcome, sizes: list[int]) -> list[BatchOutcome]:
     return parts
 
 
-@dataclass
-class Group:
-    """Step generators advancing together; new ones may join between rounds."""
-
-    members: list[_Pending] = field(default_factory=list)
-
-    def add(self, steps: Steps[Any]) -> _Pending:
-        item = _Pending(steps)
-        _advance(item, None)
-        self.members.append(item)
-        return item
-
-    def running(self) -> list[_Pending]:
-        return [m for m in self.members if not m.done]
-
-    def pop_finished(self) -> list[Any]:
-        """Return values of the members that have ended, removing them from the group."""
-        finished = [m.value for m in self.members if m.done]
-        self.members = [m for m in self.members if not m.done]
-        return finished
-
-    def merged_batch(self) -> tuple[Batch, list[_Pending]]:
-        """One batch holding every running member's pending requests, in member order."""
-        waiting = self.running()
-        requests = [r for m in waiting for r in m.batch.requests]
-        if len(waiting) == 1:
-            return waiting[0].batch, waiting
-        return Batch(role="merged", node_id=-1, requests=requests), waiting
-
-    def deliver(self, outcome: BatchOutcome, waiting: list[_Pending]) -> None:
-        for member, part in zip(waiting, split(outcome, [len(m.batch.requests) for m in waiting]), strict=True):
-            _advance(member, part)
+def run_round(runner: StepRunner, executor: Executor) -> None:
+    """ONE executor call for every waiting batch (merged), each task then sent its part."""
+    waiting = runner.take_waiting()
+    if not waiting:
+        return
+    batch = waiting[0].batch if len(waiting) == 1 else Batch(
+        role="merged", node_id=-1, requests=[r for task in waiting for r in task.batch.requests])
+    sizes = [len(task.batch.requests) for task in waiting]
+    for task, part in zip(waiting, split(execute(executor, batch), sizes), strict=True):
+        runner.deliver(task, part)
 
 
-def gather(steps: list[Steps[Any]]) -> Steps[list[Any]]:
-    """Run several step generators as one; returns their return values in order."""
-    group = Group()
-    items = [group.add(s) for s in steps]
-    while group.running():
-        batch, waiting = group.merged_batch()
-        outcome = yield batch
-        group.deliver(outcome, waiting)
-    return [item.value for item in items]
+def drive(steps: Steps[T], executor: Executor) -> T:
+    """Run a step generator to its end, one executor call per round of waiting batches."""
+    runner = StepRunner()
+    task = runner.start(steps)
+    while not task.done:
+        if not runner.waiting:
+            raise RuntimeError("a step generator neither ended nor asked for a batch")
+        run_round(runner, executor)
+    return task.value

@@ -1,0 +1,80 @@
+"""Continuous batching: requests join a running batch between decode steps and leave it when done.
+
+A `DecodeSession` holds the rows an in-process batched executor is decoding. `add` queues
+requests (they are prefilled and join at the start of the next step) and returns one ticket per
+request; `step` runs one decode step of every row and returns the results of the rows that ended
+in it. A row's tokens depend only on its own request (its seed, its prompt), never on when it
+joined or who shares the batch, so a session gives what `run` gives for each request alone.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Generic, TypeVar
+
+from seed_tot.errors import ConfigError
+from seed_tot.requests import GenerationRequest, GenerationResult
+
+Row = TypeVar("Row")
+
+
+def check_requests(requests: list[GenerationRequest]) -> None:
+    for index, request in enumerate(requests):
+        if not request.prompt_ids:
+            raise ConfigError(f"Request {request.request_id or index!r} has an empty prompt: give at least one prompt token.")
+
+
+class DecodeSession(ABC, Generic[Row]):
+    """Rows decoding together; subclasses say how rows join (`_join`) and how one step runs (`_step`)."""
+
+    def __init__(self) -> None:
+        self.active: list[Row] = []  # rows in batch order
+        self._queued: list[tuple[int, GenerationRequest]] = []
+        self._tickets = 0
+        self.target_seconds = 0.0
+        self.draft_seconds = 0.0
+        self.joins_while_busy = 0  # joins into a batch that already had rows (continuous batching at work)
+
+    def add(self, requests: list[GenerationRequest]) -> list[int]:
+        """Queue requests to join at the next step; one ticket per request, in order."""
+        check_requests(requests)
+        tickets = list(range(self._tickets, self._tickets + len(requests)))
+        self._tickets += len(requests)
+        self._queued.extend(zip(tickets, requests))
+        return tickets
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.active or self._queued)
+
+    @property
+    def width(self) -> int:
+        """Rows that the next step decodes (queued ones included)."""
+        return len(self.active) + len(self._queued)
+
+    def step(self) -> list[tuple[int, GenerationResult]]:
+        """Let queued requests join, run one decode step; (ticket, result) of each row that ended."""
+        if self._queued:
+            queued, self._queued = self._queued, []
+            self.joins_while_busy += bool(self.active)
+            self._join(queued)
+        if not self.active:
+            return []
+        return self._step()
+
+    @abstractmethod
+    def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
+        """Prefill the queued requests and append their rows to the batch."""
+
+    @abstractmethod
+    def _step(self) -> list[tuple[int, GenerationResult]]:
+        """One decode step of every active row; drop and return the rows that ended."""
+
+
+def drain(session: DecodeSession, requests: list[GenerationRequest]) -> list[GenerationResult]:
+    """Decode `requests` in `session` until all have ended; results in request order."""
+    tickets = session.add(requests)
+    found: dict[int, GenerationResult] = {}
+    while session.busy:
+        found.update(session.step())
+    return [found[t] for t in tickets]

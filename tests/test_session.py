@@ -1,0 +1,114 @@
+"""Continuous batching (seed_tot/scheduling/session.py): requests that join a running batch at
+different steps, while others leave, get exactly the tokens they get alone, greedy and sampled.
+A negative control shows the check catches a join that lets rows see the pad slots."""
+
+import pytest
+import torch
+
+import seed_tot.runtime.ragged as ragged
+from seed_tot.config import DecodeConfig
+from seed_tot.decoding.autoregressive import autoregressive_decode
+from seed_tot.requests import GenerationRequest
+from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
+from seed_tot.scheduling.session import drain
+
+TEXTS = ["Hello world", "The quick brown fox jumps", "Hello world", "Q: 3 apples and 4 pears. How many?", "zz",
+         "Tree of thoughts: step 1 of 4,", "The quick brown fox jumps over", "b"]
+LENGTHS = [20, 6, 20, 30, 4, 12, 25, 9]
+JOINS = [0, 0, 2, 3, 3, 8, 14, 30]  # decode step at which request i joins (some join after others left)
+
+
+def make(method, pair, **options):
+    draft, target = pair
+    if method == "batched":
+        return BatchedARExecutor(target, **options)
+    if method == "batched-lookup":
+        return BatchedSpeculativeExecutor(target, None, (1, 1, 1), drafter="lookup", **options)
+    return BatchedSpeculativeExecutor(target, draft, (2, 1), **options)
+
+
+def requests(tokenizer, temperature=0.0, top_p=1.0):
+    out = [GenerationRequest(tokenizer.encode(text), DecodeConfig(max_new_tokens=n, temperature=temperature, top_p=top_p),
+                             seed=50 + i, request_id=f"r{i}", group=f"g{i % 3}")
+           for i, (text, n) in enumerate(zip(TEXTS, LENGTHS))]
+    out.append(GenerationRequest([7], DecodeConfig(max_new_tokens=10, temperature=temperature, top_p=top_p), seed=9,
+                                 request_id="one-token prompt"))
+    return out
+
+
+def staggered(session, reqs, joins):
+    """Add request i at decode step joins[i]; results in request order."""
+    order = sorted(range(len(reqs)), key=lambda i: joins[i])
+    of_ticket, results, step = {}, {}, 0
+    while order or session.busy:
+        while order and joins[order[0]] <= step:
+            index = order.pop(0)
+            of_ticket[session.add([reqs[index]])[0]] = index
+        for ticket, result in session.step():
+            results[of_ticket[ticket]] = result
+        step += 1
+    return [results[i] for i in range(len(reqs))]
+
+
+JOIN_STEPS = JOINS + [5]
+
+
+@pytest.mark.parametrize("method", ["batched", "batched-lookup", "batched-sd"])
+def test_greedy_rows_joining_a_running_batch_equal_autoregressive_decoding(tiny_pair, method):
+    _, target = tiny_pair
+    reqs = requests(target.tokenizer)
+    session = make(method, tiny_pair, prefix_cache_mb=0).session()
+    found = staggered(session, reqs, JOIN_STEPS)
+    assert session.joins_while_busy >= 4
+    assert [r.token_ids for r in found] == [
+        autoregressive_decode(target, r.prompt_ids, r.config, r.seed).token_ids for r in reqs]
+    assert [r.request_id for r in found] == [r.request_id for r in reqs]
+
+
+@pytest.mark.parametrize("method", ["batched", "batched-lookup", "batched-sd"])
+def test_sampled_rows_joining_a_running_batch_equal_each_request_alone(tiny_pair, method):
+    _, target = tiny_pair
+    reqs = requests(target.tokenizer, temperature=1.0, top_p=0.9)
+    executor = make(method, tiny_pair, prefix_cache_mb=0)
+    alone = [executor.run([r])[0].token_ids for r in reqs]
+    assert [r.token_ids for r in staggered(executor.session(), reqs, JOIN_STEPS)] == alone
+    assert len({tuple(tokens) for tokens in alone}) > 5  # the rows really differ
+
+
+def test_joining_rows_start_from_the_prefix_cache_and_stay_exact(tiny_pair):
+    _, target = tiny_pair
+    reqs = requests(target.tokenizer)
+    executor = make("batched-lookup", tiny_pair, prefix_cache_mb=64)
+    executor.run(reqs[:3])  # keeps those prompts' KV
+    found = staggered(executor.session(), reqs, JOIN_STEPS)
+    assert executor.prefix_cache.reused_tokens > 0
+    assert [r.token_ids for r in found] == [
+        autoregressive_decode(target, r.prompt_ids, r.config, r.seed).token_ids for r in reqs]
+
+
+def test_run_is_one_session_drained(tiny_pair):
+    _, target = tiny_pair
+    reqs = requests(target.tokenizer, temperature=1.0, top_p=0.9)
+    executor = make("batched-lookup", tiny_pair, prefix_cache_mb=0)
+    assert [r.token_ids for r in drain(executor.session(), reqs)] == [r.token_ids for r in executor.run(reqs)]
+    assert executor.run([]) == []
+
+
+def test_the_check_catches_a_join_that_lets_rows_see_pad_slots(tiny_pair, monkeypatch):
+    """Negative control: a join that marks the left-pad slots as context must break the equality."""
+    _, target = tiny_pair
+    reqs = requests(target.tokenizer)
+
+    def leaky_extend(self, other):
+        self.cache, pad_self, pad_other = ragged.concat_left_padded(self.cache, self.batch_size, other.cache,
+                                                                    other.batch_size)
+        left = torch.ones(self.batch_size, pad_self, dtype=torch.bool)  # the bug: pads count as context
+        right = torch.ones(other.batch_size, pad_other, dtype=torch.bool)
+        self.valid = torch.cat([torch.cat([left, self.valid], 1), torch.cat([right, other.valid], 1)], 0)
+        self.lengths = self.lengths + other.lengths
+        self._reset_step(self.batch_size)
+
+    monkeypatch.setattr(ragged.RaggedBatchCache, "extend", leaky_extend)
+    found = staggered(make("batched", tiny_pair, prefix_cache_mb=0).session(), reqs, JOIN_STEPS)
+    assert [r.token_ids for r in found] != [
+        autoregressive_decode(target, r.prompt_ids, r.config, r.seed).token_ids for r in reqs]
