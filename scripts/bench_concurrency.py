@@ -1,0 +1,81 @@
+"""Throughput of a task run across --concurrency and --batching (issue 15), side by side.
+
+Runs `seed-tot TASK --limit N --concurrency C --batching B` once per configuration, one after
+another on the same problems (each in its own process and --out folder under OUT), then reads
+each run's OUT/.../runs.jsonl (wall time, tokens/s over the run, peak RSS) and its traces, and
+checks that every configuration built the same trees as the first (same thoughts, same answer).
+
+  python scripts/bench_concurrency.py --task gsm8k --limit 4 --configs 1:rounds,4:rounds,4:continuous \\
+      --out docs/results/bench_concurrency -- --depth 2
+
+Arguments after `--` go to every run unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from seed_tot.bench import machine_facts  # noqa: E402
+
+
+def parse_configs(text: str) -> list[tuple[int, str]]:
+    """"1:rounds,4:continuous" -> [(1, "rounds"), (4, "continuous")]."""
+    configs = []
+    for item in text.split(","):
+        concurrency, _, batching = item.strip().partition(":")
+        if batching not in ("rounds", "continuous") or not concurrency.isdigit():
+            sys.exit(f"Bad configuration {item!r}: write CONCURRENCY:BATCHING, e.g. 4:continuous.")
+        configs.append((int(concurrency), batching))
+    return configs
+
+
+def trees(run_dir: Path) -> dict[str, tuple]:
+    """Per problem: the thoughts of every node in creation order and the final answer."""
+    out = {}
+    for path in sorted((run_dir / "traces").rglob("*.json")):
+        trace = json.loads(path.read_text())
+        out[trace["problem_id"]] = (tuple(node["thought"] for node in trace["nodes"]), trace["final_answer"])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="gsm8k")
+    parser.add_argument("--limit", type=int, default=4)
+    parser.add_argument("--configs", default="1:rounds,4:rounds,4:continuous")
+    parser.add_argument("--out", type=Path, required=True, help="a new folder; each run writes into a subfolder")
+    parser.add_argument("run_args", nargs="*", help="after --: passed to every run")
+    args = parser.parse_args()
+    if args.out.exists() and any(args.out.iterdir()):
+        sys.exit(f"{args.out} is not empty: pass a new --out folder.")
+    rows, built = [], []
+    for concurrency, batching in parse_configs(args.configs):
+        run_dir = args.out / f"c{concurrency}-{batching}"
+        command = ["seed-tot", args.task, "--limit", str(args.limit), "--concurrency", str(concurrency),
+                   "--batching", batching, "--out", str(run_dir), *args.run_args]
+        print(" ".join(command), flush=True)
+        subprocess.run(command, check=True)
+        totals = json.loads((run_dir / "runs.jsonl").read_text().splitlines()[-1])
+        rows.append({"concurrency": concurrency, "batching": batching, **totals})
+        built.append(trees(run_dir))
+    for row, tree in zip(rows, built):
+        row["speedup_vs_first"] = round(rows[0]["wall_seconds"] / row["wall_seconds"], 2)
+        row["same_trees_as_first"] = tree == built[0]
+    print("| concurrency | batching | wall s | new tokens | tokens/s | speed-up vs first | peak RSS MiB | same trees |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['concurrency']} | {row['batching']} | {row['wall_seconds']} | {row['new_tokens']} | "
+              f"{row['tokens_per_second']} | {row['speedup_vs_first']}x | {row['peak_rss_mib']} | {row['same_trees_as_first']} |")
+    summary = {"command": " ".join(sys.argv), "machine": machine_facts(),
+               "runs": rows}
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
