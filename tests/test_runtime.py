@@ -309,3 +309,25 @@ def test_ragged_commit_rejects_non_chain(target):
     batch.forward([[1, 2, 3]], [[-1, 0, 0]])
     with pytest.raises(ValueError):
         batch.commit([[1, 2]])  # siblings, not a chain
+
+
+def test_spare_capacity_layer_appends_in_place_and_never_writes_adopted_tensors():
+    from seed_tot.runtime.cache import SpareCapacityLayer
+
+    layer = SpareCapacityLayer()
+    first = torch.randn(2, 3, 5, 4)
+    keys, _ = layer.update(first, first + 1)
+    assert keys is first  # the first tensor is adopted, not copied
+    appended = [torch.randn(2, 3, 1, 4) for _ in range(4)]
+    keys, values = layer.update(appended[0], appended[0] + 1)
+    buffer = keys.data_ptr()
+    for step in appended[1:]:
+        keys, values = layer.update(step, step + 1)
+    assert keys.data_ptr() == buffer  # later appends wrote into the same buffer
+    expected = torch.cat([first, *appended], dim=-2)
+    assert torch.equal(keys, expected) and torch.equal(values, expected + 1)
+    shared = keys.clone()
+    layer.keys, layer.values = shared, shared  # e.g. rows selected into a new tensor
+    layer.update(appended[0], appended[0])
+    assert torch.equal(shared, expected)  # a tensor it did not allocate is never written
+    assert torch.equal(layer.keys, torch.cat([expected, appended[0]], dim=-2))

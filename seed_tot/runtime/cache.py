@@ -9,9 +9,51 @@ from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 # The cache type decoders hold; only runtime/ names transformers' class.
 KVCache = DynamicCache
+
+
+class SpareCapacityLayer(DynamicLayer):
+    """A DynamicLayer that appends into spare capacity instead of concatenating the whole layer
+    anew on every forward: DynamicLayer's torch.cat copied every position each step, a third of a
+    16-row decode step at 1,000 positions on the 1.5B target (profiled on this CPU).
+
+    Writes go in place only into a buffer this layer allocated, after the view it last returned;
+    any other tensor put in `keys` (crop, select, gather) is adopted as is and copied into a new
+    buffer on the next append, so tensors shared with other caches are never written.
+    """
+
+    _buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+    _view: torch.Tensor | None = None
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized or self.keys is None or self.keys.numel() == 0:
+            self.dtype, self.device = key_states.dtype, key_states.device
+            self.keys, self.values, self.is_initialized = key_states, value_states, True
+            return self.keys, self.values
+        held, needed = self.keys.shape[-2], self.keys.shape[-2] + key_states.shape[-2]
+        if self._buffers is None or self.keys is not self._view or self._buffers[0].shape[-2] < needed:
+            capacity = needed + max(64, needed // 4)
+            keys = self.keys.new_empty((*self.keys.shape[:2], capacity, self.keys.shape[-1]))
+            values = self.values.new_empty((*self.values.shape[:2], capacity, self.values.shape[-1]))
+            keys[:, :, :held] = self.keys
+            values[:, :, :held] = self.values
+            self._buffers = (keys, values)
+        keys, values = self._buffers
+        keys[:, :, held:needed] = key_states
+        values[:, :, held:needed] = value_states
+        self.keys, self.values = keys[:, :, :needed], values[:, :, :needed]
+        self._view = self.keys
+        return self.keys, self.values
+
+
+def empty_cache() -> DynamicCache:
+    """A DynamicCache whose layers append into spare capacity (SpareCapacityLayer)."""
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = SpareCapacityLayer
+    return cache
 
 
 def cache_length(cache: DynamicCache) -> int:
@@ -49,7 +91,7 @@ def fork_cache(cache: DynamicCache) -> DynamicCache:
     DynamicCache appends with torch.cat and crops by slicing, so the shared prefix tensors
     are never written in place: sharing them between forks is safe and free.
     """
-    forked = DynamicCache()
+    forked = empty_cache()
     for layer_idx, layer in enumerate(cache.layers):
         if layer.is_initialized:
             forked.update(layer.keys, layer.values, layer_idx)
@@ -59,7 +101,7 @@ def fork_cache(cache: DynamicCache) -> DynamicCache:
 def select_rows(cache: DynamicCache, rows: list[int]) -> DynamicCache:
     """A new cache holding only the given batch rows (no in-place change of `cache`)."""
     index = torch.tensor(rows, dtype=torch.long)
-    selected = DynamicCache()
+    selected = empty_cache()
     for layer_idx, layer in enumerate(cache.layers):
         if layer.is_initialized:
             idx = index.to(layer.keys.device)
@@ -69,7 +111,7 @@ def select_rows(cache: DynamicCache, rows: list[int]) -> DynamicCache:
 
 def repeat_rows(cache: DynamicCache, times: int) -> DynamicCache:
     """A new cache whose batch holds `times` copies of a batch-1 cache (prompt-prefix sharing)."""
-    repeated = DynamicCache()
+    repeated = empty_cache()
     for layer_idx, layer in enumerate(cache.layers):
         if layer.is_initialized:
             repeated.update(
@@ -100,7 +142,7 @@ def stack_rows(rows: list[RowKV]) -> tuple[DynamicCache, list[int]]:
     lengths = [row[0][0].shape[-2] for row in rows]
     longest = max(lengths)
     pads = [longest - n for n in lengths]
-    stacked = DynamicCache()
+    stacked = empty_cache()
     for layer_idx in range(len(rows[0])):
         keys, values = [], []
         for row, pad in zip(rows, pads):
@@ -129,7 +171,7 @@ def concat_left_padded(
     width_first, width_second = _slots(first), _slots(second)
     width = max(width_first, width_second)
     if width == 0:
-        return DynamicCache(), 0, 0
+        return empty_cache(), 0, 0
     template = first if width_first else second
 
     def part(cache: DynamicCache, rows: int, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -142,7 +184,7 @@ def concat_left_padded(
         return (torch.nn.functional.pad(layer.keys, (0, 0, pad, 0)),
                 torch.nn.functional.pad(layer.values, (0, 0, pad, 0)))
 
-    joined = DynamicCache()
+    joined = empty_cache()
     for layer_idx in range(len(template.layers)):
         (k1, v1), (k2, v2) = part(first, first_rows, layer_idx), part(second, second_rows, layer_idx)
         joined.update(torch.cat([k1, k2], 0), torch.cat([v1, v2], 0), layer_idx)
@@ -162,7 +204,7 @@ def unstack_left_padded(cache: DynamicCache, pads: list[int]) -> list[DynamicCac
     """Split a left-padded batched cache back into batch-1 caches without their pads."""
     out = []
     for row, pad in enumerate(pads):
-        single = DynamicCache()
+        single = empty_cache()
         for layer_idx, layer in enumerate(cache.layers):
             single.update(layer.keys[row : row + 1, :, pad:], layer.values[row : row + 1, :, pad:], layer_idx)
         out.append(single)
@@ -175,7 +217,7 @@ def gather_positions(cache: DynamicCache, index: torch.Tensor) -> DynamicCache:
     Used to compact a ragged batch: each row keeps only its valid positions, left-padded
     (pad slots may point at any position; the caller masks them).
     """
-    gathered = DynamicCache()
+    gathered = empty_cache()
     for layer_idx, layer in enumerate(cache.layers):
         if layer.is_initialized:
             b, heads, _, dim = layer.keys.shape

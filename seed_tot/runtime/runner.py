@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from seed_tot.runtime.cache import cache_length
+from seed_tot.runtime.cache import cache_length, empty_cache
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer) -> frozenset[int]:
@@ -51,7 +51,7 @@ class ModelRunner:
         return min(self.eos_token_ids) if self.eos_token_ids else 0
 
     def new_cache(self) -> DynamicCache:
-        return DynamicCache()
+        return empty_cache()
 
     @torch.inference_mode()
     def forward(
