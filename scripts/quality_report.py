@@ -1,6 +1,7 @@
 """Accuracy of a task run, answer by answer: the tree's final (voted) answer, the CoT candidate
-alone (one greedy chain of thought of the same target, run inside the same search), the
-search's own choice, and the tree's vote without the CoT candidate.
+alone (one greedy chain of thought of the same target, run inside the same search), the vote of
+the chains of thought alone (greedy + sampled, self-consistency), the search's own choice, and
+the tree's vote without any chain of thought.
 
     python scripts/quality_report.py runs/quality-gsm8k [--task gsm8k]
 
@@ -22,13 +23,19 @@ from tasks import get_task  # noqa: E402
 from seed_tot.task import Problem  # noqa: E402
 
 
-def tree_vote_without_cot(task, problem, trace) -> str | None:
+def is_cot(node) -> bool:
+    return bool(node.info.get("cot") or node.info.get("cot_sample"))
+
+
+def vote_of(task, problem, trace, keep) -> str | None:
+    """The vote over the answer nodes for which keep(node) holds (None: no such node votes)."""
     tree = tree_from_trace(trace)
     for node in list(tree.nodes()):
-        if node.info.get("cot"):
+        if node.id != 0 and not keep(node):
             tree.graph.remove_node(node.id)
-    return select_answer(task, problem, tree, trace.chosen_path[-1] if trace.chosen_path[-1] in tree.graph else 0,
-                         vote=True).answer
+    chosen = trace.chosen_path[-1] if trace.chosen_path[-1] in tree.graph else 0
+    selection = select_answer(task, problem, tree, chosen, vote=True)
+    return selection.answer if selection.method == "vote" else None
 
 
 def main() -> None:
@@ -39,7 +46,7 @@ def main() -> None:
     task = get_task(args.task)
     rows = [json.loads(line) for line in (args.out / "results.jsonl").read_text().splitlines() if line.strip()]
     known = {p.id: p for p in task.load()}
-    counts = {"final": 0, "cot": 0, "search": 0, "tree_vote": 0}
+    counts = {"final": 0, "cot": 0, "cot_vote": 0, "search": 0, "tree_vote": 0}
     tokens = seconds = 0.0
     for row in rows:
         # the run folder may have moved: read the trace by its path inside OUT/traces/
@@ -50,9 +57,10 @@ def main() -> None:
         answers = {
             "final": row["answer"],
             "cot": selection.get("cot_answer"),
+            "cot_vote": vote_of(task, problem, trace, is_cot) or selection.get("cot_answer"),
             "search": selection.get("search_answer"),
             # no uncut answer leaf to vote on: the search's own choice answers
-            "tree_vote": tree_vote_without_cot(task, problem, trace) or selection.get("search_answer"),
+            "tree_vote": vote_of(task, problem, trace, lambda node: not is_cot(node)) or selection.get("search_answer"),
         }
         for name, answer in answers.items():
             counts[name] += task.score(problem, answer) == 1.0
@@ -61,9 +69,10 @@ def main() -> None:
         print(f"{row['problem_id']}: gold {row['gold']} | " + ", ".join(f"{k} {v}" for k, v in answers.items()))
     n = len(rows)
     print()
-    print("| problems | ToT final (vote + CoT) | CoT candidate alone | search's own choice | tree vote without CoT | tokens / problem | run wall s / problem |")
-    print("|---|---|---|---|---|---|---|")
-    cells = [f"{counts[k]}/{n} ({counts[k] / n:.0%})" for k in ("final", "cot", "search", "tree_vote")]
+    print("| problems | ToT final (vote + CoTs) | greedy CoT alone | CoTs' vote alone | search's own choice "
+          "| tree vote without CoTs | tokens / problem | run wall s / problem |")
+    print("|---|---|---|---|---|---|---|---|")
+    cells = [f"{counts[k]}/{n} ({counts[k] / n:.0%})" for k in ("final", "cot", "cot_vote", "search", "tree_vote")]
     print(f"| {n} | " + " | ".join(cells) + f" | {tokens / n:.0f} | {run_wall_per_problem(args.out, seconds / n)} |")
 
 

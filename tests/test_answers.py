@@ -5,6 +5,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, PROBLEM, TOKENIZER
 
 from seed_tot.reasoning.simple_task import SimpleTask
+from seed_tot.config import DecodeConfig
 from seed_tot.search import BFS, BFSConfig
 from seed_tot.search.answers import select_answer
 from seed_tot.search.tree import ReasoningTree
@@ -96,7 +97,7 @@ def test_the_cot_candidate_runs_in_the_first_executor_call(cot_candidate):
         return "ANSWER: 41" if prompt.startswith("THINK") else "5"
 
     executor = ScriptedExecutor(TOKENIZER, reply)
-    config = BFSConfig(n_thoughts=2, depth=1, value_samples=1, cot_candidate=cot_candidate)
+    config = BFSConfig(n_thoughts=2, depth=1, value_samples=1, cot_candidate=cot_candidate, cot_samples=0)
     result = BFS(CotTask(thought_template="THINK {question}", value_template="RATE {state}",
                          answer_pattern=r"ANSWER: *(\S+)"), executor, FORMATTER, config).run(PROBLEM)
     if cot_candidate:
@@ -107,3 +108,58 @@ def test_the_cot_candidate_runs_in_the_first_executor_call(cot_candidate):
         assert [b.role for b in result.batches] == ["thought", "cot", "value"]
     else:
         assert [len(b) for b in executor.batches] == [2, 2] and result.selection.cot_answer is None
+
+
+class CotTask(VotingTask):
+    def cot_prompt(self, problem):
+        return f"SOLVE {problem.question}"
+
+
+def cot_run(sample_answers: list[str], **settings):
+    """BFS of depth 1 whose two thoughts answer 41, greedy CoT 42, sampled CoT i sample_answers[i-1]."""
+    cot_seeds = {}
+
+    def reply(prompt, request):
+        if prompt.startswith("SOLVE"):
+            if request.config.greedy:
+                return "ANSWER: 42"
+            index = int(request.request_id.rsplit("cot", 1)[1])
+            cot_seeds[index] = request.seed
+            return f"ANSWER: {sample_answers[index - 1]}"
+        return "ANSWER: 41" if prompt.startswith("THINK") else "5"
+
+    executor = ScriptedExecutor(TOKENIZER, reply)
+    config = BFSConfig(n_thoughts=2, depth=1, value_samples=1, cot_samples=len(sample_answers), **settings)
+    result = BFS(CotTask(thought_template="THINK {question}", value_template="RATE {state}",
+                         answer_pattern=r"ANSWER: *(\S+)"), executor, FORMATTER, config).run(PROBLEM)
+    return result, executor, cot_seeds
+
+
+def test_sampled_chains_of_thought_join_the_vote_in_the_cot_batch():
+    result, executor, seeds = cot_run(["42", "40", "42"])
+    assert [len(b) for b in executor.batches] == [2 + 1 + 3, 2]  # thoughts + greedy CoT + 3 samples, then values
+    cot_batch = [r for r in executor.batches[0] if "/n0/cot" in r.request_id]
+    thought = result.config.thought_decode
+    assert cot_batch[0].config.greedy and all(
+        (r.config.temperature, r.config.top_p) == (thought.temperature, thought.top_p) for r in cot_batch[1:])
+    assert len(set(seeds.values())) == 3 and sorted(seeds) == [1, 2, 3]
+    samples = sorted((n.info["cot_sample"], n.thought) for n in result.tree.nodes() if "cot_sample" in n.info)
+    assert samples == [(1, "ANSWER: 42"), (2, "ANSWER: 40"), (3, "ANSWER: 42")]
+    assert result.selection.votes == {"41": 2, "42": 3, "40": 1} and result.answer == "42"
+    assert result.selection.cot_answer == "42"  # the greedy chain, not a sample
+
+
+def test_a_tie_with_sampled_chains_goes_to_the_greedy_chain():
+    result, _, _ = cot_run(["40", "40"])  # 41: 2 leaves, 40: 2 samples, 42: the greedy chain
+    assert result.selection.votes == {"41": 2, "40": 2, "42": 1} and result.answer == "41"
+    result, _, _ = cot_run(["42"])  # 41: 2 leaves, 42: greedy + 1 sample
+    assert result.selection.votes == {"41": 2, "42": 2} and result.answer == "42"
+
+
+@pytest.mark.parametrize("settings", [
+    {"thought_decode": DecodeConfig(max_new_tokens=16, temperature=0.0)},  # samples would copy the greedy chain
+    {"vote": False},  # nothing would count them
+])
+def test_no_sampled_chains_where_they_cannot_count(settings):
+    result, executor, seeds = cot_run(["40", "40"], **settings)
+    assert [len(b) for b in executor.batches] == [3, 2] and seeds == {}

@@ -56,6 +56,7 @@ def decode_options(f):
         click.option("--value-samples", type=int, default=3, show_default=True, help="Evaluator replies per state, averaged (k, as in Tree-of-Thoughts)."),
         click.option("--value-temperature", type=float, default=0.7, show_default=True, help="Evaluator sampling temperature (0 = one greedy reply is enough: use --value-samples 1)."),
         click.option("--cot/--no-cot", default=True, show_default=True, help="Add one greedy chain-of-thought answer of the target to the vote (ties go to it); tasks with a CoT prompt (GSM8K, Blocksworld)."),
+        click.option("--cot-samples", type=int, default=4, show_default=True, help="Sampled chains of thought (at --temperature and --top-p) that join the vote beside the greedy one: independent paths, as in self-consistency. 0 = none; with --no-cot or --no-vote none run."),
         click.option("--vote/--no-vote", default=True, show_default=True, help="Answer by majority vote over the answer leaves (tasks with comparable answers); --no-vote keeps the search's own choice."),
         click.option("--seed", type=int, default=0, show_default=True, help="Run seed; every request's seed derives from it."),
     ])

@@ -53,6 +53,7 @@ class TaskRunOptions:
     value_temperature: float
     cot: bool
     vote: bool
+    cot_samples: int = 4
     seed: int
     data_path: str | None
     limit: int | None
@@ -104,6 +105,7 @@ def search_settings(opts: TaskRunOptions, task=None) -> dict:
         ),
         "value_samples": opts.value_samples,
         "cot_candidate": opts.cot,
+        "cot_samples": opts.cot_samples,
         "vote": opts.vote,
     }
     if opts.search == "bfs":

@@ -57,8 +57,10 @@ def empty_cache() -> DynamicCache:
 
 
 def cache_length(cache: DynamicCache) -> int:
-    """Number of token positions held in the cache."""
-    return int(cache.get_seq_length())
+    """Number of token positions held in the cache, read from the tensors
+    (transformers' get_seq_length() says 0 for a batch of no rows)."""
+    layers = [layer for layer in cache.layers if layer.is_initialized]
+    return int(layers[0].keys.shape[-2]) if layers else 0
 
 
 def rollback(cache: DynamicCache, length: int) -> None:
@@ -156,26 +158,20 @@ def stack_rows(rows: list[RowKV]) -> tuple[DynamicCache, list[int]]:
     return stacked, pads
 
 
-def _slots(cache: DynamicCache) -> int:
-    """Positions held, read from the tensors (get_seq_length() says 0 for a batch of no rows)."""
-    layers = [layer for layer in cache.layers if layer.is_initialized]
-    return int(layers[0].keys.shape[-2]) if layers else 0
-
-
 def concat_left_padded(
     first: DynamicCache, first_rows: int, second: DynamicCache, second_rows: int
 ) -> tuple[DynamicCache, int, int]:
     """One cache holding the rows of `first` then those of `second`, the shorter one left-padded
     with zeros to the other's length (a cache without positions counts as zero-length rows).
     Returns the cache and the pad of each part; the caller masks the pads."""
-    width_first, width_second = _slots(first), _slots(second)
+    width_first, width_second = cache_length(first), cache_length(second)
     width = max(width_first, width_second)
     if width == 0:
         return empty_cache(), 0, 0
     template = first if width_first else second
 
     def part(cache: DynamicCache, rows: int, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
-        if not _slots(cache):
+        if not cache_length(cache):
             k = template.layers[layer_idx].keys
             zeros = k.new_zeros(rows, k.shape[1], width, k.shape[3])
             return zeros, zeros

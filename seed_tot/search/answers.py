@@ -1,9 +1,10 @@
 """Choosing a search's answer: a majority vote over its answer leaves (self-consistency).
 
 Candidates are the tree's answer nodes that no rule rejected (a thought cut off by the token
-budget or shown wrong by the task never counts), the chain-of-thought candidate included when
-the search ran one. The answer with the most votes wins; a tie goes to the CoT candidate's
-answer, then to the tied answer whose best node has the highest value (then the lowest id).
+budget or shown wrong by the task never counts), the chains of thought included when the search
+ran them (the greedy one, info["cot"], and the sampled ones, info["cot_sample"]). The answer
+with the most votes wins; a tie goes to the greedy CoT's answer, then to the tied answer whose
+best node has the highest value (then the lowest id).
 Without `vote`, or for tasks whose answers are not comparable (`votable` False, e.g. Creative
 Writing passages), the node the search chose gives the answer.
 """

@@ -23,7 +23,7 @@ from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import request_seed, search_request
-from seed_tot.requests import Executor
+from seed_tot.requests import Executor, GenerationRequest
 from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)
@@ -46,6 +46,11 @@ class SearchConfig(BaseModel):
     cot_candidate: bool = Field(
         True, description="one greedy chain-of-thought of the target joins the vote (ties go to it), "
         "for tasks with a cot_prompt"
+    )
+    cot_samples: int = Field(
+        4, ge=0, description="sampled chains of thought (at the thought temperature and top_p) that join the "
+        "vote beside the greedy one: independent paths, as in self-consistency; none when thoughts are greedy "
+        "or there is no vote"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
     seed: int = 0
@@ -129,8 +134,9 @@ class Search(ABC):
         )
         cot_prompt = getattr(self.task, "cot_prompt", None)
         if cfg.cot_candidate and cot_prompt is not None:
-            chosen_id, cot_text = yield from gather([self._search(run), self._cot(run, cot_prompt(problem))])
-            add_cot_node(run, cot_text)
+            chosen_id, cot_results = yield from gather([self._search(run), self._cot(run, cot_prompt(problem))])
+            for index, result in enumerate(cot_results):
+                add_cot_node(tree, self.task, problem, result, index, cfg.seed)
         else:
             chosen_id = yield from self._search(run)
         selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote)
@@ -154,28 +160,45 @@ class Search(ABC):
             selection=selection,
         )
 
-    def _cot(self, run: SearchRun, prompt: str) -> Steps[tuple[str, object]]:
-        """One greedy chain of thought of the target for the whole problem (the CoT candidate)."""
-        request = search_request(
-            self.formatter.encode(prompt), self.config.cot_decode, self.config.seed, run.problem.id, 0, "cot", 0
-        )
-        outcome = yield Batch("cot", 0, [request])
+    def _cot(self, run: SearchRun, prompt: str) -> Steps[list]:
+        """The chains of thought of the target for the whole problem, greedy first, as one batch."""
+        requests = cot_requests(self.formatter.encode(prompt), self.config, run.problem.id)
+        outcome = yield Batch("cot", 0, requests)
         run.log.add("cot", 0, outcome.results, outcome)
-        return outcome.results[0]
+        return outcome.results
 
     @abstractmethod
     def _search(self, run: SearchRun) -> Steps[int]:
         """Build the tree in `run.tree` (yielding batches); return the id of the node the search chose."""
 
 
-def add_cot_node(run: SearchRun, result) -> ThoughtNode:
-    """The CoT candidate as a child of the root, marked info["cot"] (never expanded or rated)."""
-    task, problem = run.generator.task, run.problem
+def cot_requests(prompt_ids: list[int], config: SearchConfig, problem_id: str) -> list[GenerationRequest]:
+    """The greedy chain of thought (index 0), then `cot_samples` sampled ones (indices 1, 2, ...)."""
+    sampled = config.cot_decode.model_copy(
+        update={"temperature": config.thought_decode.temperature, "top_p": config.thought_decode.top_p}
+    )
+    # greedy thoughts would make every sample a copy of the greedy chain; without a vote they are unused
+    samples = config.cot_samples if sampled.temperature > 0 and config.vote else 0
+    return [
+        search_request(prompt_ids, sampled if index else config.cot_decode, config.seed, problem_id, 0, "cot", index)
+        for index in range(1 + samples)
+    ]
+
+
+def add_cot_node(
+    tree: ReasoningTree, task: Task, problem: Problem, result, index: int, run_seed: int
+) -> ThoughtNode:
+    """Chain of thought `index` (0 greedy, then the samples) as a child of the root, never expanded
+    or rated: the greedy one is marked info["cot"] (ties go to it), a sample info["cot_sample"]."""
     text = result.text.strip()
     state = task.cot_state(text) if hasattr(task, "cot_state") else text
-    node = run.tree.add_child(run.tree.root.id, thought=text, state=state, kind="answer", generation=result.stats)
-    node.info.update(cot=True, finish_reason=result.finish_reason)
-    node.seeds["cot"] = request_seed(run.evaluator.run_seed, problem.id, 0, "cot", 0)
+    node = tree.add_child(tree.root.id, thought=text, state=state, kind="answer", generation=result.stats)
+    if index == 0:
+        node.info["cot"] = True
+    else:
+        node.info["cot_sample"] = index
+    node.info["finish_reason"] = result.finish_reason
+    node.seeds["cot"] = request_seed(run_seed, problem.id, 0, "cot", index)
     reason = rejection(task, problem, node)  # cut off, or shown wrong: it does not vote
     if reason is not None:
         node.info["rejected"] = reason
