@@ -7,6 +7,8 @@ executors' prefill of each merged round three ways, side by side, in one process
   none       every request computes its prompt
   identical  identical prompts computed once (the k value samples of a node)
   prefix     identical once, and a common prefix of distinct prompts once (two-stage plan)
+  cache      prefix, and prompts start from the KV kept from earlier rounds (the executors'
+             LRU prefix cache, --cache-mb, as in a run: one cache over all rounds)
 
   python scripts/bench_prefill.py runs/quality-gsm8k --problems 4 --output docs/results/bench_prefill.json
 """
@@ -27,11 +29,12 @@ from seed_tot.bench import machine_facts  # noqa: E402
 from seed_tot.models.loading import load_model  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.scheduling.batched import prefill  # noqa: E402
+from seed_tot.scheduling.prefix_cache import PrefixCache  # noqa: E402
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost  # noqa: E402
 from seed_tot.task import Problem  # noqa: E402
 from tasks import get_task  # noqa: E402
 
-MODES = {"none": (False, False), "identical": (True, False), "prefix": (True, True)}
+MODES = {"none": (False, False), "identical": (True, False), "prefix": (True, True), "cache": (True, True)}
 
 
 def value_rounds(trace_files: list[Path], problems: int, samples: int, formatter: PromptFormatter) -> list[list[list[int]]]:
@@ -69,6 +72,7 @@ def main() -> None:
     parser.add_argument("--value-samples", type=int, default=3)
     parser.add_argument("--limit-rounds", type=int, default=0, help="time only the first N merged rounds (0: all)")
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--cache-mb", type=float, default=1024, help="prefix cache budget of the cache mode")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     if args.threads:
@@ -82,17 +86,24 @@ def main() -> None:
     if args.limit_rounds:
         rounds = rounds[: args.limit_rounds]
     prefill(runner, rounds[0][:2], share_prefix=False)  # warm-up
-    totals = {mode: {"seconds": 0.0, "slots": 0} for mode in MODES}
+    kept = PrefixCache(int(args.cache_mb * 2**20))
+    totals: dict[str, dict[str, float]] = {mode: {} for mode in MODES}
     per_round = []
     for prompts in rounds:
         row = {"requests": len(prompts), "prompt_tokens": sum(map(len, prompts))}
         for mode, (share, common) in MODES.items():  # side by side, same round
             started = time.perf_counter()
+            reused = kept.reused_tokens
             with torch.inference_mode():
-                prefill(runner, prompts, share_prefix=share, common_prefixes=common)
-            row[mode] = {"seconds": time.perf_counter() - started, "slots": slots(prompts, mode)}
-            for key in ("seconds", "slots"):
-                totals[mode][key] += row[mode][key]
+                prefill(runner, prompts, share_prefix=share, common_prefixes=common,
+                        prefix_cache=kept if mode == "cache" else None)
+            row[mode] = {"seconds": time.perf_counter() - started}
+            if mode == "cache":  # what it computes depends on what was kept: count the reuse instead
+                row[mode]["reused_tokens"] = kept.reused_tokens - reused
+            else:
+                row[mode]["slots"] = slots(prompts, mode)
+            for key, value in row[mode].items():
+                totals[mode][key] = totals[mode].get(key, 0) + value
         per_round.append(row)
         print(json.dumps(row), flush=True)
     summary = {
@@ -106,6 +117,8 @@ def main() -> None:
         "speedup_identical_vs_none": totals["none"]["seconds"] / totals["identical"]["seconds"],
         "speedup_prefix_vs_none": totals["none"]["seconds"] / totals["prefix"]["seconds"],
         "speedup_prefix_vs_identical": totals["identical"]["seconds"] / totals["prefix"]["seconds"],
+        "speedup_cache_vs_none": totals["none"]["seconds"] / totals["cache"]["seconds"],
+        "speedup_cache_vs_prefix": totals["prefix"]["seconds"] / totals["cache"]["seconds"],
         "machine": machine_facts(),
         "per_round": per_round,
     }

@@ -55,6 +55,7 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--target", "/no/such/model"], "does not exist"),
         (["--data", "/no/such/file.jsonl"], ""),
         (["--thoughts", "0"], "--thoughts"),
+        (["--cot-samples", "-1"], "--cot-samples"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):

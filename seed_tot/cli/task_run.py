@@ -53,7 +53,7 @@ class TaskRunOptions:
     value_temperature: float
     cot: bool
     vote: bool
-    cot_samples: int = 4
+    cot_samples: int
     seed: int
     data_path: str | None
     limit: int | None
@@ -127,6 +127,8 @@ def _check_numbers(opts: TaskRunOptions) -> None:
             raise ConfigError(f"{name} must be at least 1 (got {value}).")
     if opts.depth is not None and opts.depth < 1:
         raise ConfigError(f"--depth must be at least 1 (got {opts.depth}).")
+    if opts.cot_samples < 0:
+        raise ConfigError(f"--cot-samples must be 0 (none) or more (got {opts.cot_samples}).")
     if opts.limit is not None and opts.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {opts.limit}).")
     for name, value in [("--temperature", opts.temperature), ("--value-temperature", opts.value_temperature)]:
