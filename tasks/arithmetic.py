@@ -1,6 +1,7 @@
 """Checking the arithmetic a model writes: "16 - 3 - 4 = 9", "9 * $2 = $18", "3 x 4 = 12".
 
-Only expressions made of numbers, + - * / x × ÷ and parentheses, followed by "= <number>",
+Only expressions made of numbers, + - * / x × ÷ (LaTeX \\times, \\cdot, \\div) and parentheses,
+followed by "= <number>",
 are checked; anything else (units inside the expression, percentages, variables) is left
 alone, so a correct step is never flagged for a form the checker does not understand.
 """
@@ -17,8 +18,10 @@ _OP = r"[-+*/x×÷]"
 # an expression: number (op number)+ with optional parentheses, then "= number"
 _EQUATION = re.compile(
     r"(?<![\w.,$])(\(*\s*" + _NUM + r"\s*\)*(?:\s*" + _OP + r"\s*\(*\s*" + _NUM + r"\s*\)*)+)"
-    r"\s*=\s*(-?\$?\d[\d,]*(?:\.\d+)?)(?![\d%/]|\.\d|\s*[x×*/+%])"
+    r"\s*=\s*(-?\$?\d[\d,]*(?:\.\d+)?)(?![\d%/]|[.,]\d|\s*[x×*/+%])"
 )
+# LaTeX operators become operators; the math delimiters \( \) \[ \] are not parentheses
+_LATEX = {"\\times": "×", "\\cdot": "×", "\\div": "÷", "\\(": " ", "\\)": " ", "\\[": " ", "\\]": " "}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
@@ -60,8 +63,13 @@ def _close(value: float, stated: str) -> bool:
 def wrong_equations(text: str) -> list[str]:
     """The equations in `text` whose stated result differs from what the expression gives."""
     wrong = []
-    for match in _EQUATION.finditer(text.replace("\u2212", "-")):
+    text = text.replace("\u2212", "-")
+    for latex, plain in _LATEX.items():
+        text = text.replace(latex, plain)
+    for match in _EQUATION.finditer(text):
         expression, stated = match.group(1), match.group(2)
+        if re.search(_OP + r"\s*$", text[: match.start()]):
+            continue  # the tail of a longer expression whose start was not plain arithmetic
         if not re.search(r"\d\s*" + _OP + r"\s*\(*\s*\$?\d", expression):
             continue
         try:

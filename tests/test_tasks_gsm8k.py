@@ -148,6 +148,14 @@ def test_parse_rating_prefer_last():
         ("Sub-question: Share?\nSub-answer: 10 / 3 = 3.33 each, 2/3 = 0.66 left.", None),  # rounded, truncated
         ("Sub-question: Half?\nSub-answer: 20% of 50 = 10 and 1/2 of 10 = 5.", None),  # not plain arithmetic
         ("Sub-question: Chain?\nSub-answer: 5 * 2 = 10, and 10 + 3 = 14.", "10 + 3 = 14"),
+        # a chain over lines: "$5,000 + $125" is a thousands group, not "$5" and a comma
+        ("Sub-question: Price?\nSub-answer: = $5,000 + ($5,000 * 0.025)\n= $5,000 + $125\n= $5,125", None),
+        ("Sub-question: Price?\nSub-answer: = $5,000 + $125\n= $5,135", "$5,000 + $125 = $5,135"),
+        # LaTeX operators are operators: no check may start inside "180 \times (1 - 0.30)"
+        ("Sub-question: Left?\nSub-answer: \\( 180 \\times (1 - 0.30) = 180 \\times 0.70 = 126 \\)", None),
+        ("Sub-question: Left?\nSub-answer: \\( 180 \\times 0.70 = 136 \\)", "180 × 0.70 = 136"),
+        ("Sub-question: Cost?\nSub-answer: \\[ 12 \\cdot 3 = 36 \\], \\( 36 \\div 4 = 9 \\)", None),
+        ("Sub-question: Cost?\nSub-answer: 50% x 200 + 20 = 120", None),  # no check starts after an operator
     ],
 )
 def test_check_step_rejects_wrong_written_arithmetic(problems, step, wrong):
