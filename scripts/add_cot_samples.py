@@ -43,6 +43,8 @@ def main() -> None:
     known = {p.id: p for p in task.load()}
     rows = [json.loads(line) for line in (args.run / "results.jsonl").read_text().splitlines() if line.strip()]
     traces = [load_trace(args.run / "traces" / row["trace_path"].rsplit("/traces/", 1)[-1]) for row in rows]
+    if any(node.info.get("cot_sample") for trace in traces for node in trace.nodes):
+        sys.exit(f"{args.run} already holds sampled chains of thought (a --cot-samples run): nothing to add.")
     target = load_model(traces[0].models["target"])
     formatter = PromptFormatter(target.tokenizer)
     executor = make_executor("batched", target, None)
@@ -67,10 +69,12 @@ def main() -> None:
     old = sum(r["old_correct"] for r in out_rows)
     new = sum(r["new_correct"] for r in out_rows)
     cot = sum(r["cot_correct"] for r in out_rows)
+    cot_vote = sum(r["cot_vote_correct"] for r in out_rows)
     tokens = sum(r["sample_tokens"] for r in out_rows) / n
-    print(f"\n| problems | greedy CoT | final before | final with {args.samples} CoT samples | sample tokens / problem |")
-    print("|---|---|---|---|---|")
-    print(f"| {n} | {cot}/{n} | {old}/{n} | {new}/{n} | {tokens:.0f} |")
+    print(f"\n| problems | greedy CoT | final before | final with {args.samples} CoT samples "
+          "| the chains' vote alone | sample tokens / problem |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {n} | {cot}/{n} | {old}/{n} | {new}/{n} | {cot_vote}/{n} | {tokens:.0f} |")
     print(f"wall {time.perf_counter() - started:.0f} s")
 
 
@@ -80,10 +84,16 @@ def revote(task, problem, trace, config, results) -> dict:
         add_cot_node(tree, task, problem, result, index, config.seed)
     selection = select_answer(task, problem, tree, trace.chosen_path[-1], vote=config.vote)
     cot_answer = (trace.selection or {}).get("cot_answer")
+    for node in list(tree.nodes()):  # what the chains of thought alone would vote (self-consistency)
+        if node.id != 0 and not (node.info.get("cot") or node.info.get("cot_sample")):
+            tree.graph.remove_node(node.id)
+    cot_vote = select_answer(task, problem, tree, 0, vote=True)
+    cot_vote_answer = cot_vote.answer if cot_vote.method == "vote" else cot_answer
     return {
         "problem_id": problem.id,
         "gold": problem.gold,
         "samples": [r.text for r in results],
+        "finish_reasons": [r.finish_reason for r in results],
         "sample_answers": [task.extract_answer(problem, task.cot_state(r.text) if hasattr(task, "cot_state") else r.text)
                            for r in results],
         "sample_tokens": sum(len(r.token_ids) for r in results),
@@ -93,6 +103,8 @@ def revote(task, problem, trace, config, results) -> dict:
         "cot_correct": task.score(problem, cot_answer) == 1.0,
         "old_correct": task.score(problem, trace.final_answer) == 1.0,
         "new_correct": task.score(problem, selection.answer) == 1.0,
+        "cot_vote_answer": cot_vote_answer,
+        "cot_vote_correct": task.score(problem, cot_vote_answer) == 1.0,
     }
 
 
