@@ -27,7 +27,7 @@ from seed_tot.observe.trace import load_trace, tree_from_trace  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.scheduling.factory import make_executor  # noqa: E402
 from seed_tot.search import search_class  # noqa: E402
-from seed_tot.search.answers import select_answer  # noqa: E402
+from seed_tot.search.answers import is_chain_of_thought, select_answer  # noqa: E402
 from seed_tot.search.base import add_cot_node, cot_requests  # noqa: E402
 from tasks import get_task  # noqa: E402
 
@@ -85,7 +85,7 @@ def revote(task, problem, trace, config, results) -> dict:
     selection = select_answer(task, problem, tree, trace.chosen_path[-1], vote=config.vote)
     cot_answer = (trace.selection or {}).get("cot_answer")
     for node in list(tree.nodes()):  # what the chains of thought alone would vote (self-consistency)
-        if node.id != 0 and not (node.info.get("cot") or node.info.get("cot_sample")):
+        if node.id != 0 and not is_chain_of_thought(node):
             tree.graph.remove_node(node.id)
     cot_vote = select_answer(task, problem, tree, 0, vote=True)
     cot_vote_answer = cot_vote.answer if cot_vote.method == "vote" else cot_answer

@@ -17,14 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.search.answers import select_answer  # noqa: E402
+from seed_tot.search.answers import is_chain_of_thought, select_answer  # noqa: E402
 from seed_tot.observe.trace import load_trace, tree_from_trace  # noqa: E402
 from tasks import get_task  # noqa: E402
 from seed_tot.task import Problem  # noqa: E402
-
-
-def is_cot(node) -> bool:
-    return bool(node.info.get("cot") or node.info.get("cot_sample"))
 
 
 def vote_of(task, problem, trace, keep) -> str | None:
@@ -57,10 +53,10 @@ def main() -> None:
         answers = {
             "final": row["answer"],
             "cot": selection.get("cot_answer"),
-            "cot_vote": vote_of(task, problem, trace, is_cot) or selection.get("cot_answer"),
+            "cot_vote": vote_of(task, problem, trace, is_chain_of_thought) or selection.get("cot_answer"),
             "search": selection.get("search_answer"),
             # no uncut answer leaf to vote on: the search's own choice answers
-            "tree_vote": vote_of(task, problem, trace, lambda node: not is_cot(node)) or selection.get("search_answer"),
+            "tree_vote": vote_of(task, problem, trace, lambda node: not is_chain_of_thought(node)) or selection.get("search_answer"),
         }
         for name, answer in answers.items():
             counts[name] += task.score(problem, answer) == 1.0

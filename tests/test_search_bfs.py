@@ -5,6 +5,7 @@ from search_helpers import FORMATTER, PROBLEM, TOKENIZER, idea_reply, make_task,
 
 from seed_tot.errors import ConfigError
 from seed_tot.search import BFS, BFSConfig, MCTSConfig
+from seed_tot.search.answers import is_chain_of_thought
 
 
 def run_bfs(reply=idea_reply, depth=3, **config):
@@ -128,8 +129,9 @@ def test_bfs_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
     executor = make_executor("batched", target)
     result = BFS(task, executor, PromptFormatter(target.tokenizer), tiny_config(BFSConfig, breadth=2)).run(problem)
     cot = [n for n in result.tree.nodes() if n.info.get("cot")]
-    assert len(cot) == (1 if hasattr(task, "cot_prompt") else 0)
-    rated = [n for n in result.tree.nodes() if n.kind != "root" and not n.info.get("cot")]
+    samples = [n for n in result.tree.nodes() if n.info.get("cot_sample")]
+    assert (len(cot), len(samples)) == ((1, 4) if hasattr(task, "cot_prompt") else (0, 0))  # default: 4 samples
+    rated = [n for n in result.tree.nodes() if n.kind != "root" and not is_chain_of_thought(n)]
     assert rated and all(n.value is not None for n in rated)
     thought_sizes = [b.size for b in result.batches if b.role == "thought"]
     assert thought_sizes[0] == 2 and sum(thought_sizes) == len(rated)
@@ -141,7 +143,7 @@ def test_bfs_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
             assert "rejected" in node.info
     assert result.metrics.parse_failures == sum(1 for n in rated if not n.value_parsed)
     assert result.metrics.new_tokens == sum(
-        n.generation.new_tokens + n.evaluation.new_tokens for n in rated) + sum(n.generation.new_tokens for n in cot)
+        n.generation.new_tokens + n.evaluation.new_tokens for n in rated) + sum(n.generation.new_tokens for n in cot + samples)
     assert result.score in (None, 0.0) or 0.0 <= result.score <= 1.0
 
 

@@ -6,6 +6,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, PROBLEM, TOKENIZER, idea_reply, make_task
 
 from seed_tot.search import MCTS, MCTSConfig
+from seed_tot.search.answers import is_chain_of_thought
 
 
 def run_mcts(reply=idea_reply, depth=3, **config):
@@ -103,4 +104,4 @@ def test_mcts_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
     assert all(batch.size <= 2 for batch in result.batches if batch.role == "value")  # k=1; rejected: none
     assert result.tree.root.info["visits"] == 2
     assert max(n.depth for n in result.tree.nodes()) <= 2
-    assert all(n.value is not None for n in result.tree.nodes() if n.kind != "root" and not n.info.get("cot"))
+    assert all(n.value is not None for n in result.tree.nodes() if n.kind != "root" and not is_chain_of_thought(n))

@@ -31,6 +31,11 @@ class Selection:
         return asdict(self)
 
 
+def is_chain_of_thought(node: ThoughtNode) -> bool:
+    """A chain of thought of the whole problem (greedy or sampled), not a state the search built."""
+    return bool(node.info.get("cot") or node.info.get("cot_sample"))
+
+
 def vote_candidates(task: Task, problem: Problem, tree: ReasoningTree) -> list[tuple[str, ThoughtNode]]:
     """(answer, node) for every answer node that counts in the vote."""
     found = []
