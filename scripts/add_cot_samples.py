@@ -80,8 +80,7 @@ def main() -> None:
 
 def revote(task, problem, trace, config, results) -> dict:
     tree = tree_from_trace(trace)
-    for index, result in enumerate(results, start=1):
-        add_cot_node(tree, task, problem, result, index, config.seed)
+    nodes = [add_cot_node(tree, task, problem, result, index, config.seed) for index, result in enumerate(results, 1)]
     selection = select_answer(task, problem, tree, trace.chosen_path[-1], vote=config.vote)
     cot_answer = (trace.selection or {}).get("cot_answer")
     for node in list(tree.nodes()):  # what the chains of thought alone would vote (self-consistency)
@@ -94,8 +93,7 @@ def revote(task, problem, trace, config, results) -> dict:
         "gold": problem.gold,
         "samples": [r.text for r in results],
         "finish_reasons": [r.finish_reason for r in results],
-        "sample_answers": [task.extract_answer(problem, task.cot_state(r.text) if hasattr(task, "cot_state") else r.text)
-                           for r in results],
+        "sample_answers": [task.extract_answer(problem, node.state) for node in nodes],
         "sample_tokens": sum(len(r.token_ids) for r in results),
         "votes": selection.votes,
         "old_answer": trace.final_answer,
