@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--task", default="gsm8k")
     parser.add_argument("--per-call", type=int, default=8, help="problems per executor call")
+    parser.add_argument("--dtype", default="auto", help="the run's --dtype (auto: as the CLI chooses)")
     args = parser.parse_args()
     task = get_task(args.task)
     known = {p.id: p for p in task.load()}
@@ -45,7 +46,7 @@ def main() -> None:
     traces = [load_trace(args.run / "traces" / row["trace_path"].rsplit("/traces/", 1)[-1]) for row in rows]
     if any(node.info.get("cot_sample") for trace in traces for node in trace.nodes):
         sys.exit(f"{args.run} already holds sampled chains of thought (a --cot-samples run): nothing to add.")
-    target = load_model(traces[0].models["target"])
+    target = load_model(traces[0].models["target"], dtype=args.dtype)
     formatter = PromptFormatter(target.tokenizer)
     executor = make_executor("batched", target, None)
     started = time.perf_counter()

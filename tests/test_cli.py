@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +103,22 @@ def test_bench_tiny_writes_table_json_and_plots(tmp_path):
     assert all(cell["new_tokens"] > 0 for cell in data["cells"])
     assert "| AR |" in (out / "bench.md").read_text()
     assert (out / "speedup.png").stat().st_size > 1000
+
+
+def test_add_cot_samples_sends_what_the_search_itself_would_send(tmp_path):
+    """scripts/add_cot_samples.py on a --cot-samples 0 run gets the chains a --cot-samples 2 run
+    samples itself (same seeds; float32, so batch shapes do not change tokens) and its vote."""
+    common = [*SMALL, "--dtype", "float32", "--method", "batched", "--limit", "1"]
+    without, with_samples = tmp_path / "without", tmp_path / "with"
+    for out, samples in ((without, "0"), (with_samples, "2")):
+        proc = seed_tot("gsm8k", *common, "--cot-samples", samples, "--out", str(out))
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    script = Path(__file__).resolve().parent.parent / "scripts" / "add_cot_samples.py"
+    proc = subprocess.run([sys.executable, str(script), str(without), "--samples", "2", "--dtype", "float32"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    added = json.loads((without / "cot_samples.jsonl").read_text().splitlines()[0])
+    trace = load_trace(next((with_samples / "traces").glob("*.json")))
+    sampled = sorted((node.info["cot_sample"], node.thought) for node in trace.nodes if node.info.get("cot_sample"))
+    assert len(sampled) == 2 and [text.strip() for text in added["samples"]] == [text for _, text in sampled]
+    assert added["new_answer"] == trace.final_answer
