@@ -84,10 +84,8 @@ def revote(task, problem, trace, config, results) -> dict:
     nodes = [add_cot_node(tree, task, problem, result, index, config.seed) for index, result in enumerate(results, 1)]
     selection = select_answer(task, problem, tree, trace.chosen_path[-1], vote=config.vote)
     cot_answer = (trace.selection or {}).get("cot_answer")
-    for node in list(tree.nodes()):  # what the chains of thought alone would vote (self-consistency)
-        if node.id != 0 and not is_chain_of_thought(node):
-            tree.graph.remove_node(node.id)
-    cot_vote = select_answer(task, problem, tree, 0, vote=True)
+    # what the chains of thought alone would vote (self-consistency)
+    cot_vote = select_answer(task, problem, tree, 0, vote=True, keep=is_chain_of_thought)
     cot_vote_answer = cot_vote.answer if cot_vote.method == "vote" else cot_answer
     return {
         "problem_id": problem.id,

@@ -25,12 +25,7 @@ from seed_tot.task import Problem  # noqa: E402
 
 def vote_of(task, problem, trace, keep) -> str | None:
     """The vote over the answer nodes for which keep(node) holds (None: no such node votes)."""
-    tree = tree_from_trace(trace)
-    for node in list(tree.nodes()):
-        if node.id != 0 and not keep(node):
-            tree.graph.remove_node(node.id)
-    chosen = trace.chosen_path[-1] if trace.chosen_path[-1] in tree.graph else 0
-    selection = select_answer(task, problem, tree, chosen, vote=True)
+    selection = select_answer(task, problem, tree_from_trace(trace), trace.chosen_path[-1], vote=True, keep=keep)
     return selection.answer if selection.method == "vote" else None
 
 

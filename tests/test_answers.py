@@ -7,7 +7,7 @@ from search_helpers import FORMATTER, PROBLEM, TOKENIZER
 from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot.config import DecodeConfig
 from seed_tot.search import BFS, BFSConfig
-from seed_tot.search.answers import select_answer
+from seed_tot.search.answers import is_chain_of_thought, select_answer
 from seed_tot.search.tree import ReasoningTree
 
 
@@ -163,3 +163,15 @@ def test_a_tie_with_sampled_chains_goes_to_the_greedy_chain():
 def test_no_sampled_chains_where_they_cannot_count(settings):
     result, executor, seeds = cot_run(["40", "40"], **settings)
     assert [len(b) for b in executor.batches] == [3, 2] and seeds == {}
+
+
+def test_keep_limits_the_vote_to_some_nodes_and_leaves_the_tree_alone():
+    cot = {"cot": True}
+    tree = tree_with(("7", 9.0, {}), ("8", 1.0, {}), ("8", None, cot), ("7", 2.0, {}), ("9", None, {"cot_sample": 1}))
+    whole = select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True)
+    assert whole.votes == {"7": 2, "8": 2, "9": 1} and whole.answer == "8"  # tie to the greedy chain
+    tree_only = select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True, keep=lambda n: not n.info)
+    assert tree_only.votes == {"7": 2, "8": 1} and tree_only.answer == "7" and tree_only.cot_answer is None
+    chains = select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True, keep=is_chain_of_thought)
+    assert chains.votes == {"8": 1, "9": 1} and chains.answer == "8"  # the greedy chain wins the tie
+    assert len(tree) == 6

@@ -12,6 +12,7 @@ Writing passages), the node the search chose gives the answer.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key
@@ -48,12 +49,22 @@ def vote_candidates(task: Task, problem: Problem, tree: ReasoningTree) -> list[t
     return found
 
 
-def select_answer(task: Task, problem: Problem, tree: ReasoningTree, chosen_id: int, vote: bool) -> Selection:
+def select_answer(
+    task: Task,
+    problem: Problem,
+    tree: ReasoningTree,
+    chosen_id: int,
+    vote: bool,
+    keep: Callable[[ThoughtNode], bool] = lambda node: True,
+) -> Selection:
+    """The answer of the tree; only the nodes for which keep(node) holds take part in the vote
+    (reports use it to ask what the chains of thought, or the tree, would have voted alone)."""
     chosen = tree.node(chosen_id)
     search_answer = task.extract_answer(problem, chosen.state)
-    cot = next((node for node in tree.nodes() if node.info.get("cot")), None)
+    cot = next((node for node in tree.nodes() if node.info.get("cot") and keep(node)), None)
     cot_answer = task.extract_answer(problem, cot.state) if cot is not None else None
-    candidates = vote_candidates(task, problem, tree) if vote and getattr(task, "votable", False) else []
+    votable = vote and getattr(task, "votable", False)
+    candidates = [(a, node) for a, node in vote_candidates(task, problem, tree) if keep(node)] if votable else []
     if not candidates:
         return Selection(search_answer, chosen_id, "search", cot_answer=cot_answer, search_answer=search_answer)
     votes = Counter(answer for answer, _ in candidates)
