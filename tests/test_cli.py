@@ -34,6 +34,19 @@ def test_task_command_writes_results_and_traces(tmp_path, command, method):
     assert "tokens/s" in proc.stdout and "trace" in proc.stdout
 
 
+def test_seed_searches_many_problems_in_one_session_with_method_options(tmp_path):
+    out = tmp_path / "run"
+    proc = seed_tot("gsm8k", *SMALL, "--method", "seed", "--workers", "2", "--method-option", "batched_verify=true",
+                    "--method-option", "share_prefix=true", "--limit", "3", "--concurrency", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["problem_id"] for r in records) == ["gsm8k-1", "gsm8k-2", "gsm8k-3"]
+    run = json.loads((out / "runs.jsonl").read_text())
+    assert run["method_options"] == ["batched_verify=true", "share_prefix=true"] and run["batching"] == "continuous"
+    trace = load_trace(records[0]["trace_path"])
+    assert any(batch.events for batch in trace.batches)  # SEED's scheduler events reach the trace
+
+
 def test_resume_skips_finished_problems(tmp_path):
     out = tmp_path / "run"
     first = seed_tot("gsm8k", *SMALL, "--method", "ar", "--limit", "1", "--out", str(out))
@@ -57,6 +70,8 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--data", "/no/such/file.jsonl"], ""),
         (["--thoughts", "0"], "--thoughts"),
         (["--cot-samples", "-1"], "--cot-samples"),
+        (["--method-option", "batched_verify"], "NAME=VALUE"),
+        (["--tiny", "--method", "batched", "--method-option", "no_such=1"], "no_such"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):

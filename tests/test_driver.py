@@ -6,6 +6,7 @@ from search_helpers import FORMATTER, TOKENIZER, idea_reply, make_task, tiny_con
 
 from seed_tot.config import DecodeConfig
 from seed_tot.scheduling.factory import make_executor
+from seed_tot.scheduling.worker import TinyDraft
 from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
 from seed_tot.search.driver import solve_many
 from seed_tot.search.steps import Batch, drive, gather
@@ -98,8 +99,17 @@ class SessionSpy:
         self.sessions.append(self.inner.session())
         return self.sessions[-1]
 
+    def close(self):
+        self.inner.close()
 
-@pytest.mark.parametrize("method", ["batched", "batched-lookup"])
+
+def executor_for(method, target):
+    if method == "seed":  # two spawned draft workers, drafts of every search verified in one forward
+        return make_executor(method, target, TinyDraft(seed=0), num_workers=2, batched_verify=True, share_prefix=True)
+    return make_executor(method, target)
+
+
+@pytest.mark.parametrize("method", ["batched", "batched-lookup", "seed"])
 def test_the_tiny_pair_gives_the_same_traces_at_any_concurrency_and_batching(tiny_pair, method):
     """float32 tiny target, sampled thoughts and values: C=1 and C=3, rounds or continuous
     batching, build identical trees."""
@@ -114,11 +124,15 @@ def test_the_tiny_pair_gives_the_same_traces_at_any_concurrency_and_batching(tin
     search = BFS(task, None, PromptFormatter(target.tokenizer), config)
     trees = {}
     for concurrency, continuous in [(1, False), (3, False), (3, True)]:
-        executor = SessionSpy(make_executor(method, target))
-        trees[concurrency, continuous] = {
-            r.problem.id: (tree_of(r), r.answer)
-            for r in solve_many(search.steps, problems, executor, concurrency, continuous=continuous)}
+        executor = SessionSpy(executor_for(method, target))
+        results = list(solve_many(search.steps, problems, executor, concurrency, continuous=continuous))
+        executor.close()
+        trees[concurrency, continuous] = {r.problem.id: (tree_of(r), r.answer) for r in results}
         assert bool(executor.sessions) == continuous
+        if method == "seed" and continuous:  # the scheduler's events reach the trace, numbered within each batch
+            events = [e for r in results for b in r.batches for e in b.events]
+            assert {e["kind"] for e in events} >= {"draft_start", "verify_end", "prefill_start"}
+            assert all(0 <= e["request"] < b.size for r in results for b in r.batches for e in b.events)
     assert trees[1, False] == trees[3, False] == trees[3, True]
     assert executor.sessions[0].joins_while_busy > 0  # searches joined a batch other rows were decoding
     assert len({thought for tree, _ in trees[1, False].values() for _, _, _, thought, *_ in tree}) > 4

@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 from scipy.stats import chisquare
+from session_helpers import staggered
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
@@ -20,6 +21,7 @@ from seed_tot.decoding.speculative import next_draft_depth as next_depth
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.requests import GenerationRequest
 from seed_tot.runtime import ModelRunner
+import seed_tot.scheduling.seed as seed_module
 from seed_tot.scheduling.events import intervals, summarize
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions, shaped_k_config
 from seed_tot.scheduling.worker import TinyDraft, derive_seed, tree_size
@@ -139,6 +141,72 @@ def test_sampled_results_do_not_depend_on_the_schedule(executor, tiny_pair):
         runs.append([r.token_ids for r in executor.run(requests)])
     assert runs[0] == runs[1]
     assert len({tuple(t) for t in runs[0]}) > 1  # different seeds, different samples
+
+
+JOINS = [0, 0, 2, 3, 9]  # verify step at which request i joins the session (2 workers: some wait, some join late)
+
+
+@pytest.mark.parametrize("batched_verify", [False, True])
+def test_greedy_requests_joining_a_running_session_equal_autoregressive(executor, references, batched_verify):
+    """Continuous batching across searches: requests join the verify loop while others decode."""
+    requests, expected = references
+    executor.options = SeedOptions(k_config=(2, 2, 1), batched_verify=batched_verify, share_prefix=True)
+    session = executor.session()
+    found = staggered(session, requests, JOINS)
+    assert [r.token_ids for r in found] == expected
+    assert session.joins_while_busy >= 3 and not session.states and not session.prompt_caches
+
+
+def test_a_joining_request_that_shares_a_prompt_cache_unforked_is_caught(executor, references, monkeypatch):
+    """Negative control: without the zero-copy fork, a request that joins later decodes on top of
+    the tokens another request committed into the shared prompt cache, and the check above fails."""
+    requests, expected = references
+    executor.options = SeedOptions(k_config=(2, 2, 1), share_prefix=True)
+    monkeypatch.setattr(seed_module, "fork_cache", lambda cache: cache)
+    try:
+        caught = [r.token_ids for r in staggered(executor.session(), requests, JOINS)] != expected
+    except Exception:  # the shared cache may also break a shape; either way the mutation does not pass
+        caught = True
+    assert caught
+
+
+def sampled_requests() -> list[GenerationRequest]:
+    return [GenerationRequest(prompt, DecodeConfig(max_new_tokens=16, temperature=1.0, top_p=0.9), seed=s)
+            for s, prompt in enumerate([SAME_PROMPT, SAME_PROMPT, *OTHER_PROMPTS, SAME_PROMPT])]
+
+
+def test_sampled_requests_joining_a_running_session_equal_each_alone(executor):
+    executor.options = SeedOptions(k_config=(2, 2, 1), batched_verify=True, share_prefix=True)
+    requests = sampled_requests()
+    alone = [executor.run([r])[0].token_ids for r in requests]
+    assert [r.token_ids for r in staggered(executor.session(), requests, JOINS)] == alone
+    assert len({tuple(t) for t in alone}) == len(alone)
+
+
+def test_a_verifier_seeded_by_join_order_is_caught(executor, monkeypatch):
+    """Negative control: verification randomness taken from the ticket (join order) instead of
+    the request's seed makes a request's sample depend on who else is in the session."""
+    executor.options = SeedOptions(k_config=(2, 2, 1), batched_verify=True)
+    requests = sampled_requests()
+    alone = [executor.run([r])[0].token_ids for r in requests]
+    new_state = seed_module._SeedSession._new_state
+
+    def seeded_by_ticket(self, index, request):
+        state = new_state(self, index, request)
+        state.generator.manual_seed(index)
+        return state
+
+    monkeypatch.setattr(seed_module._SeedSession, "_new_state", seeded_by_ticket)
+    assert [r.token_ids for r in staggered(executor.session(), requests, JOINS)] != alone
+
+
+def test_a_session_left_mid_request_does_not_block_the_next(executor, references):
+    requests, expected = references
+    executor.options = SeedOptions()
+    abandoned = executor.session()
+    abandoned.add(requests[:2])
+    abandoned.step()  # workers now hold requests that will never finish
+    assert [r.token_ids for r in executor.run(requests)] == expected
 
 
 def test_adaptive_depth_rule_and_tree_shapes():

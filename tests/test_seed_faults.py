@@ -179,7 +179,7 @@ def test_killed_worker_fails_fast(executor, monkeypatch, no_stray_workers):
         killed_at.append(time.monotonic())
         os.kill(pids[0], signal.SIGKILL)
 
-    on_call(monkeypatch, seed_module._Run, "_verify", kill, at=3)
+    on_call(monkeypatch, seed_module._SeedSession, "_verify", kill, at=3)
     with pytest.raises(WorkerError, match=r"Draft worker 0 .*killed by signal 9"):
         executor.run(long_requests())
     assert time.monotonic() - killed_at[0] < 10.0
@@ -204,7 +204,7 @@ def test_keyboard_interrupt_stops_every_worker(executor, monkeypatch, no_stray_w
     KeyboardInterrupt out of run() and leaves no worker behind."""
     executor.start()
     pids = executor.worker_pids
-    on_call(monkeypatch, seed_module._Run, where, _thread.interrupt_main, at=3)
+    on_call(monkeypatch, seed_module._SeedSession, where, _thread.interrupt_main, at=3)
     with pytest.raises(KeyboardInterrupt):
         executor.run(long_requests())
     no_stray_workers(pids)

@@ -11,6 +11,7 @@ from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
 from seed_tot.scheduling.session import drain
+from session_helpers import staggered
 
 TEXTS = ["Hello world", "The quick brown fox jumps", "Hello world", "Q: 3 apples and 4 pears. How many?", "zz",
          "Tree of thoughts: step 1 of 4,", "The quick brown fox jumps over", "b"]
@@ -34,20 +35,6 @@ def requests(tokenizer, temperature=0.0, top_p=1.0):
     out.append(GenerationRequest([7], DecodeConfig(max_new_tokens=10, temperature=temperature, top_p=top_p), seed=9,
                                  request_id="one-token prompt"))
     return out
-
-
-def staggered(session, reqs, joins):
-    """Add request i at decode step joins[i]; results in request order."""
-    order = sorted(range(len(reqs)), key=lambda i: joins[i])
-    of_ticket, results, step = {}, {}, 0
-    while order or session.busy:
-        while order and joins[order[0]] <= step:
-            index = order.pop(0)
-            of_ticket[session.add([reqs[index]])[0]] = index
-        for ticket, result in session.step():
-            results[of_ticket[ticket]] = result
-        step += 1
-    return [results[i] for i in range(len(reqs))]
 
 
 JOIN_STEPS = JOINS + [5]

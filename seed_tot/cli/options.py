@@ -34,6 +34,7 @@ def method_options(f):
         click.option("--k-config", "k_config", default=None, help="Draft token-tree shape, e.g. 2,2,1 (candidates per position); 1,1,1 = plain 3-token draft."),
         click.option("--k", "k", type=int, default=None, help="Draft length for a plain chain draft (same as --k-config 1,1,...,1)."),
         click.option("--workers", type=int, default=None, help="SEED draft processes (default: n thoughts)."),
+        click.option("--method-option", "method_options", multiple=True, metavar="NAME=VALUE", help="A setting of the method's executor, repeatable, e.g. --method seed --method-option batched_verify=true --method-option share_prefix=true, or --method-option prefix_cache_mb=2048 for the batched methods (docs/executors.md lists each method's settings)."),
     ])
 
 def search_options(f):

@@ -63,6 +63,7 @@ class TaskRunOptions:
     resume: bool
     concurrency: int = 1
     batching: str = "continuous"
+    method_options: tuple[str, ...] = ()
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -84,7 +85,28 @@ def executor_options(opts: TaskRunOptions) -> dict:
         options["num_workers"] = opts.workers or opts.n_thoughts
     elif opts.workers is not None:
         raise ConfigError(f"--workers applies to --method seed or seed-mcsd, not to --method {opts.method}.")
+    for item in opts.method_options:
+        name, value = parse_method_option(item)
+        if name in options:
+            raise ConfigError(f"--method-option {name} is given twice (or also by --k, --k-config or --workers): keep one.")
+        options[name] = value
     return options
+
+
+def parse_method_option(item: str) -> tuple[str, object]:
+    """"batched_verify=true" -> ("batched_verify", True); numbers become int or float."""
+    name, sep, text = item.partition("=")
+    if not sep or not name.strip() or not text.strip():
+        raise ConfigError(f"Bad --method-option {item!r}: write NAME=VALUE, e.g. --method-option batched_verify=true.")
+    text = text.strip()
+    if text.lower() in ("true", "false"):
+        return name.strip(), text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return name.strip(), kind(text)
+        except ValueError:
+            pass
+    return name.strip(), text
 
 
 DEFAULT_THOUGHT_TOKENS = 256
@@ -226,7 +248,7 @@ def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOpt
     tokens = sum(r.new_tokens for r in records)
     totals = {
         "problems": todo_done, "concurrency": opts.concurrency, "batching": opts.batching,
-        "method": opts.method, "wall_seconds": round(seconds, 1),
+        "method": opts.method, "method_options": list(opts.method_options), "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
     }

@@ -46,6 +46,9 @@ class ProgressSession:
     def width(self) -> int:
         return self.inner.width
 
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
     def step(self):
         ended = self.inner.step()
         if ended:

@@ -5,6 +5,7 @@ each; their drafts enter a verify queue; this process, the verifier, owns the ta
 takes drafts first-come-first-served (or by another discipline), verifies them losslessly
 (target_probs_for_tree + verify_tree), commits its per-request target cache and sends the
 verdict back, after which that worker drafts again. Requests beyond n wait for a free worker.
+A session (continuous batching) lets new requests join that waiting line between verify steps.
 
 Every random choice of a request comes from generators seeded by the request's seed (one
 for drafting in the worker, one for verification here), so results do not depend on the
@@ -50,6 +51,7 @@ from seed_tot.runtime import ModelRunner, cache_length, fork_cache, rollback
 from seed_tot.runtime.cache import stack_left_padded, unstack_left_padded
 from seed_tot.runtime.masks import batched_tree_inputs
 from seed_tot.scheduling.events import TARGET, Event, now
+from seed_tot.scheduling.session import DecodeSession, check_requests, drain
 from seed_tot.scheduling.worker import (
     Draft,
     DraftSource,
@@ -415,41 +417,97 @@ class SeedExecutor:
 
     # -- the run
 
+    def session(self) -> "_SeedSession":
+        """SEED's verifier loop open to new requests (continuous batching across searches): a
+        freed worker takes the next waiting request whichever search sent it, and with
+        batched_verify the drafts of every search waiting in the queue share one target forward.
+        One session at a time per executor."""
+        return _SeedSession(self)
+
     def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
         if not requests:
             return []
-        for request in requests:
-            if not request.prompt_ids:
-                raise ConfigError("A request has an empty prompt: give at least one prompt token.")
-        self.options = self.options.validated()
-        old_threads = torch.get_num_threads()
-        try:
-            self.start()
-            if self.options.target_threads is not None:
-                torch.set_num_threads(self.options.target_threads)
-            return _Run(self, requests).execute()
-        except BaseException:
-            # Ctrl-C (KeyboardInterrupt), a worker failure, anything: workers may be mid-request
-            # with stale caches, so stop them all (the next run respawns), then re-raise as is.
-            self._pool.close(graceful=False)
-            raise
-        finally:
-            torch.set_num_threads(old_threads)
+        check_requests(requests)
+        session = self.session()
+        results = drain(session, requests)
+        self.last_events = session.events
+        return results
 
 
-class _Run:
-    """One run(): the verifier loop of Algorithm 1 over a batch of requests."""
+class _SeedSession(DecodeSession[_RequestState]):
+    """The verifier loop of Algorithm 1; requests join the waiting line between steps.
 
-    def __init__(self, executor: SeedExecutor, requests: list[GenerationRequest]):
+    A step verifies the drafts in the queue (the head, or all of them with batched_verify),
+    sends the verdicts and hands each freed worker the next waiting request. Rows are the
+    requests not yet ended, whether a worker drafts for them or they still wait for one.
+    Any error or Ctrl-C stops every worker (their caches may be stale); the next session respawns.
+    """
+
+    def __init__(self, executor: SeedExecutor):
+        super().__init__()
+        executor.options = executor.options.validated()
         self.ex = executor
         self.opts = executor.options
         self.target = executor.target
         self.events: list[Event] = []
-        self.states = [self._new_state(i, r) for i, r in enumerate(requests)]
-        self.todo = deque(range(len(requests)))
+        self.states: dict[int, _RequestState] = {}  # by ticket; ended requests leave
+        self.todo: deque[int] = deque()  # tickets waiting for a worker
         self.queue: list[Draft] = []  # the verify queue Q
         self.prompt_caches: dict[tuple[int, ...], object] = {}
         self.last_served = -1
+        if any(w.request is not None for w in executor._pool.workers):  # a session left mid-request
+            executor._pool.close(graceful=False)
+        with self._guarded():
+            executor.start()
+
+    @contextmanager
+    def _guarded(self):
+        """The target's thread count while the verifier works; on any error stop the workers."""
+        old_threads = torch.get_num_threads()
+        try:
+            if self.opts.target_threads is not None:
+                torch.set_num_threads(self.opts.target_threads)
+            yield
+        except BaseException:
+            self.ex._pool.close(graceful=False)
+            raise
+        finally:
+            torch.set_num_threads(old_threads)
+
+    def step(self) -> list[tuple[int, GenerationResult]]:
+        with self._guarded():
+            return super().step()
+
+    def take_events(self, tickets: list[int]) -> list[Event]:
+        """The scheduler events of these requests, numbered by their position in `tickets`."""
+        position = {ticket: i for i, ticket in enumerate(tickets)}
+        taken = [replace(e, request=position[e.request]) for e in self.events if e.request in position]
+        self.events = [e for e in self.events if e.request not in position]
+        return taken
+
+    def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
+        for ticket, request in queued:
+            state = self._new_state(ticket, request)
+            self.states[ticket] = state
+            self.active.append(state)
+            self.todo.append(ticket)
+        # Send every free worker its request before prefilling any target cache, so that
+        # the workers prefill and draft while the target prefills.
+        free = [w for w in self.ex._pool.workers if w.request is None]
+        for state in [self._assign(worker) for worker in free]:
+            if state is not None:
+                self._prefill(state)
+        self._forget_prompts_nobody_waits_for()
+
+    def _step(self) -> list[tuple[int, GenerationResult]]:
+        while not self.queue:
+            self._collect(self.opts.stall_timeout_s)
+        self._collect_ready()
+        started = time.perf_counter()
+        ended = self._verify(self._pick())
+        self.target_seconds += time.perf_counter() - started
+        self.active = [s for s in self.active if not s.done]
+        return [(state.index, self._result(state)) for state in ended]
 
     def _new_state(self, index: int, request: GenerationRequest) -> _RequestState:
         return _RequestState(
@@ -459,22 +517,6 @@ class _Run:
             generator=torch.Generator().manual_seed(derive_seed(request.seed, "verify")),
             depth=len(self.opts.k_config),
         )
-
-    def execute(self) -> list[GenerationResult]:
-        # Send every worker its first request before prefilling any target cache, so that
-        # all workers prefill and draft while the target prefills.
-        started = [self._assign(worker) for worker in self.ex._pool.workers]
-        for state in started:
-            if state is not None:
-                self._prefill(state)
-        while any(not s.done for s in self.states):
-            while not self.queue:
-                self._collect(self.opts.stall_timeout_s)
-            self._collect_ready()
-            batch = self._pick()
-            self._verify(batch)
-        self.ex.last_events = self.events
-        return [self._result(s) for s in self.states]
 
     # -- assignment and target prefill
 
@@ -516,6 +558,11 @@ class _Run:
         else:
             state.cache = cache
 
+    def _forget_prompts_nobody_waits_for(self) -> None:
+        """Keep a prompt's cache only while a waiting request has that prompt (bounds a long session)."""
+        waiting = {tuple(int(t) for t in self.states[ticket].request.prompt_ids[:-1]) for ticket in self.todo}
+        self.prompt_caches = {c: cache for c, cache in self.prompt_caches.items() if c in waiting}
+
     # -- the verify queue
 
     def _collect(self, timeout: float) -> None:
@@ -553,7 +600,8 @@ class _Run:
         buffer = self.ex._pool.workers[draft.worker].q_buffer
         return DraftTree(list(draft.tokens), list(draft.parents), [buffer[row] for row in draft.q_rows])
 
-    def _verify(self, batch: list[Draft]) -> None:
+    def _verify(self, batch: list[Draft]) -> list[_RequestState]:
+        """Verify `batch`, send the verdicts, start waiting requests on freed workers; the ended states."""
         states = [self.states[d.request] for d in batch]
         trees = [self._tree(d) for d in batch]
         started = now()
@@ -571,10 +619,10 @@ class _Run:
         verdicts = []
         for draft, state, tree, p in zip(batch, states, trees, probs):
             verdicts.append(self._apply(draft, state, tree, p))
-        ended = now()
+        verified_at = now()
         for draft, verdict in zip(batch, verdicts):
-            self.events.append(Event(ended, "verify_end", draft.worker, draft.request))
-            self.events.append(Event(ended, "accepted", draft.worker, draft.request, len(verdict.accepted_nodes)))
+            self.events.append(Event(verified_at, "verify_end", draft.worker, draft.request))
+            self.events.append(Event(verified_at, "accepted", draft.worker, draft.request, len(verdict.accepted_nodes)))
         for draft, verdict in zip(batch, verdicts):
             worker = self.ex._pool.workers[draft.worker]
             self.ex._send(worker, verdict)
@@ -582,6 +630,11 @@ class _Run:
                 state = self._assign(worker)
                 if state is not None:
                     self._prefill(state)  # overlaps with the worker's first draft
+        self._forget_prompts_nobody_waits_for()
+        ended = [state for state, verdict in zip(states, verdicts) if verdict.done]
+        for state in ended:
+            del self.states[state.index]
+        return ended
 
     def _batched_target_probs(self, states: list[_RequestState], trees: list[DraftTree]) -> list[torch.Tensor]:
         """One target forward over every row's [pending] + tree, on left-padded stacked caches."""

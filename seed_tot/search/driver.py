@@ -1,7 +1,7 @@
 """Many problems at once: up to `concurrency` searches share the executor.
 
 Two ways to share it:
-- continuous (the batched executors, which offer `session()`): every batch a search asks for
+- continuous (the batched executors and SEED, which offer `session()`): every batch a search asks for
   joins the running decode batch at the next token step, and a search gets its outcome as soon
   as its own requests end, so one long row never holds the other searches back;
 - rounds (every other executor): each round merges the waiting batch of every running search
@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
+from seed_tot.observe.metrics import event_records
 from seed_tot.requests import Executor, GenerationResult
 from seed_tot.scheduling.session import DecodeSession
 from seed_tot.search.base import SearchResult
@@ -91,9 +92,11 @@ class _SessionFeeder:
             flight.results[ticket] = result
             if len(flight.results) == len(flight.tickets):
                 self.flights.remove(flight)
+                take_events = getattr(self.session, "take_events", None)  # SEED's scheduler events
                 outcome = BatchOutcome(
                     results=[flight.results[t] for t in flight.tickets],
                     wall_seconds=time.perf_counter() - flight.sent,
+                    events=event_records(take_events(flight.tickets)) if take_events else None,
                     merged_size=flight.widest,
                 )
                 runner.deliver(flight.task, outcome)
