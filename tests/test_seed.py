@@ -165,7 +165,7 @@ def test_a_joining_request_that_shares_a_prompt_cache_unforked_is_caught(executo
     monkeypatch.setattr(seed_module, "fork_cache", lambda cache: cache)
     try:
         caught = [r.token_ids for r in staggered(executor.session(), requests, JOINS)] != expected
-    except Exception:  # the shared cache may also break a shape; either way the mutation does not pass
+    except ValueError:  # or the runtime's cache-length check trips ("target cache holds N positions")
         caught = True
     assert caught
 
