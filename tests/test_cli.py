@@ -137,3 +137,16 @@ def test_add_cot_samples_sends_what_the_search_itself_would_send(tmp_path):
     sampled = sorted((node.info["cot_sample"], node.thought) for node in trace.nodes if node.info.get("cot_sample"))
     assert len(sampled) == 2 and [text.strip() for text in added["samples"]] == [text for _, text in sampled]
     assert added["new_answer"] == trace.final_answer
+
+
+def test_method_options_parse_to_booleans_numbers_and_text():
+    from seed_tot.cli.task_run import parse_method_option
+    from seed_tot.errors import ConfigError
+
+    assert parse_method_option("batched_verify=true") == ("batched_verify", True)
+    assert parse_method_option("share_prefix=off") == ("share_prefix", False)
+    assert parse_method_option("prefix_cache_mb=512.5") == ("prefix_cache_mb", 512.5)
+    assert parse_method_option("max_depth=6") == ("max_depth", 6)
+    assert parse_method_option("discipline=round-robin") == ("discipline", "round-robin")
+    with pytest.raises(ConfigError, match="NAME=VALUE"):
+        parse_method_option("=3")

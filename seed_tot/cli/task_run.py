@@ -68,7 +68,7 @@ class TaskRunOptions:
 
 def executor_options(opts: TaskRunOptions) -> dict:
     """Method settings for make_executor, validated before any model loads."""
-    from seed_tot.scheduling.factory import NEEDS_DRAFT
+    from seed_tot.scheduling.factory import NEEDS_DRAFT, check_options
 
     options: dict = {}
     if opts.k_config is not None and opts.k is not None:
@@ -90,17 +90,18 @@ def executor_options(opts: TaskRunOptions) -> dict:
         if name in options:
             raise ConfigError(f"--method-option {name} is given twice (or also by --k, --k-config or --workers): keep one.")
         options[name] = value
+    check_options(opts.method, options)
     return options
 
 
 def parse_method_option(item: str) -> tuple[str, object]:
-    """"batched_verify=true" -> ("batched_verify", True); numbers become int or float."""
+    """"batched_verify=true" -> ("batched_verify", True) (also yes/no, on/off); numbers become int or float."""
     name, sep, text = item.partition("=")
     if not sep or not name.strip() or not text.strip():
         raise ConfigError(f"Bad --method-option {item!r}: write NAME=VALUE, e.g. --method-option batched_verify=true.")
     text = text.strip()
-    if text.lower() in ("true", "false"):
-        return name.strip(), text.lower() == "true"
+    if text.lower() in ("true", "false", "yes", "no", "on", "off"):
+        return name.strip(), text.lower() in ("true", "yes", "on")
     for kind in (int, float):
         try:
             return name.strip(), kind(text)

@@ -61,27 +61,24 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
         raise ConfigError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
     if method in NEEDS_DRAFT and draft is None:
         raise ConfigError(f"Method {method!r} needs a draft model: pass a draft of the target's tokenizer family.")
+    check_options(method, options)
     if method == "ar":
-        _check_options(method, options, set())
         from seed_tot.scheduling.serial import ar_executor
 
         return ar_executor(target)
     if method in ("sd", "mcsd"):
         return _serial_speculative(method, target, _draft_runner(draft, target), options)
     if method == "batched":
-        _check_options(method, options, BATCHED_OPTIONS)
         from seed_tot.scheduling.batched import BatchedARExecutor
 
         return BatchedARExecutor(target, **options)
     if method in ("batched-sd", "batched-mcsd"):
-        _check_options(method, options, BATCHED_SD_OPTIONS)
         from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
 
         default = (2, 2, 1) if method == "batched-mcsd" else (1,) * 4
         k_config = _k_config(options, default)
         return BatchedSpeculativeExecutor(target, _draft_runner(draft, target), k_config, name=method, **options)
     if method == "batched-lookup":
-        _check_options(method, options, BATCHED_LOOKUP_OPTIONS)
         from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
 
         k_config = _k_config(options, (1,) * 2)
@@ -92,7 +89,34 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
     return _serial_decoder(method, target, options)
 
 
-def _check_options(method: str, options: dict, allowed: set[str]) -> None:
+def option_names(method: str) -> set[str]:
+    """The settings make_executor takes for `method` (no model is loaded)."""
+    if method not in METHODS:
+        raise ConfigError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
+    if method == "ar":
+        return set()
+    if method in ("sd", "mcsd"):
+        return {"k", "k_config"}
+    if method == "batched":
+        return BATCHED_OPTIONS
+    if method in ("batched-sd", "batched-mcsd"):
+        return BATCHED_SD_OPTIONS
+    if method == "batched-lookup":
+        return BATCHED_LOOKUP_OPTIONS
+    if method in ("seed", "seed-mcsd"):
+        from seed_tot.scheduling.seed import SeedOptions
+
+        return {f.name for f in dataclasses.fields(SeedOptions)} | {"k", "num_workers"}
+    import importlib
+
+    module_name, function_name = SERIAL_DECODERS[method]
+    decode: Callable = getattr(importlib.import_module(module_name), function_name)
+    return set(list(inspect.signature(decode).parameters)[4:])  # (target, prompt_ids, config, seed, **settings)
+
+
+def check_options(method: str, options: dict) -> None:
+    """Refuse, in one sentence, a setting `method` does not have."""
+    allowed = option_names(method)
     unknown = sorted(set(options) - allowed)
     if unknown:
         valid = ", ".join(sorted(allowed)) or "none"
@@ -133,7 +157,6 @@ def _draft_runner(draft: DraftArg, target: ModelRunner) -> ModelRunner:
 def _serial_speculative(method: str, target: ModelRunner, draft: ModelRunner, options: dict) -> Executor:
     from seed_tot.scheduling.serial import mcsd_executor
 
-    _check_options(method, options, {"k", "k_config"})
     k_config = _k_config(dict(options), (2, 2, 1) if method == "mcsd" else (1,) * 4)
     executor = mcsd_executor(draft, target, k_config)
     if method == "sd" and set(k_config) == {1}:
@@ -142,11 +165,9 @@ def _serial_speculative(method: str, target: ModelRunner, draft: ModelRunner, op
 
 
 def _seed(method: str, target: ModelRunner, draft: DraftArg, options: dict) -> Executor:
-    from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
+    from seed_tot.scheduling.seed import SeedExecutor
     from seed_tot.scheduling.worker import NamedDraft
 
-    fields = {f.name for f in dataclasses.fields(SeedOptions)}
-    _check_options(method, options, (fields - {"k_config"}) | {"k", "k_config", "num_workers"})
     options = dict(options)
     num_workers = options.pop("num_workers", 3)
     k_config = _k_config(options, (2, 2, 1) if method == "seed-mcsd" else (1, 1, 1))
@@ -163,9 +184,6 @@ def _serial_decoder(method: str, target: ModelRunner, options: dict) -> Executor
 
     module_name, function_name = SERIAL_DECODERS[method]
     decode: Callable = getattr(importlib.import_module(module_name), function_name)
-    parameters = list(inspect.signature(decode).parameters)
-    # (target, prompt_ids, config, seed, **settings): the settings are the options
-    _check_options(method, options, set(parameters[4:]))
 
     def decode_request(prompt_ids, config, seed):
         return decode(target, prompt_ids, config, seed, **options)
