@@ -96,18 +96,17 @@ def executor_options(opts: TaskRunOptions) -> dict:
 
 def parse_method_option(item: str) -> tuple[str, object]:
     """"batched_verify=true" -> ("batched_verify", True) (also yes/no, on/off); numbers become int or float."""
-    name, sep, text = item.partition("=")
-    if not sep or not name.strip() or not text.strip():
+    name, sep, text = (part.strip() for part in item.partition("="))
+    if not sep or not name or not text:
         raise ConfigError(f"Bad --method-option {item!r}: write NAME=VALUE, e.g. --method-option batched_verify=true.")
-    text = text.strip()
     if text.lower() in ("true", "false", "yes", "no", "on", "off"):
-        return name.strip(), text.lower() in ("true", "yes", "on")
+        return name, text.lower() in ("true", "yes", "on")
     for kind in (int, float):
         try:
-            return name.strip(), kind(text)
+            return name, kind(text)
         except ValueError:
             pass
-    return name.strip(), text
+    return name, text
 
 
 DEFAULT_THOUGHT_TOKENS = 256

@@ -107,11 +107,14 @@ def option_names(method: str) -> set[str]:
         from seed_tot.scheduling.seed import SeedOptions
 
         return {f.name for f in dataclasses.fields(SeedOptions)} | {"k", "num_workers"}
+    return set(list(inspect.signature(_serial_decode_function(method)).parameters)[4:])  # (target, prompt_ids, config, seed, **settings)
+
+
+def _serial_decode_function(method: str) -> Callable:
     import importlib
 
     module_name, function_name = SERIAL_DECODERS[method]
-    decode: Callable = getattr(importlib.import_module(module_name), function_name)
-    return set(list(inspect.signature(decode).parameters)[4:])  # (target, prompt_ids, config, seed, **settings)
+    return getattr(importlib.import_module(module_name), function_name)
 
 
 def check_options(method: str, options: dict) -> None:
@@ -178,12 +181,9 @@ def _seed(method: str, target: ModelRunner, draft: DraftArg, options: dict) -> E
 
 
 def _serial_decoder(method: str, target: ModelRunner, options: dict) -> Executor:
-    import importlib
-
     from seed_tot.scheduling.serial import SerialExecutor
 
-    module_name, function_name = SERIAL_DECODERS[method]
-    decode: Callable = getattr(importlib.import_module(module_name), function_name)
+    decode = _serial_decode_function(method)
 
     def decode_request(prompt_ids, config, seed):
         return decode(target, prompt_ids, config, seed, **options)
