@@ -44,6 +44,18 @@ def trees(run_dir: Path) -> dict[str, tuple]:
     return out
 
 
+def print_work(rows: list[dict]) -> None:
+    """Where each run's time went: prefill when requests joined, and decode steps (executors with sessions)."""
+    print("| concurrency | batching | prefill s | prefill slots | decode s | steps | rows per step | decode slots | ms per decode slot |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        work = row.get("session_work")
+        if work and work["steps"]:
+            print(f"| {row['concurrency']} | {row['batching']} | {work['join_seconds']} | {work['join_slots']} | "
+                  f"{work['step_seconds']} | {work['steps']} | {work['step_rows'] / work['steps']:.1f} | {work['step_slots']} | "
+                  f"{1000 * work['step_seconds'] / max(work['step_slots'], 1):.1f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="gsm8k")
@@ -72,6 +84,7 @@ def main() -> None:
     for row in rows:
         print(f"| {row['concurrency']} | {row['batching']} | {row['wall_seconds']} | {row['new_tokens']} | "
               f"{row['tokens_per_second']} | {row['speedup_vs_first']}x | {row['peak_rss_mib']} | {row['same_trees_as_first']} |")
+    print_work(rows)
     summary = {"command": " ".join(sys.argv), "machine": machine_facts(),
                "runs": rows}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))

@@ -236,7 +236,7 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
     click.echo(f"results: {out / 'results.jsonl'}")
 
 
-def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOptions) -> None:
+def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, work: dict | None = None) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
     appended to OUT/runs.jsonl."""
@@ -251,6 +251,7 @@ def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOpt
         "method": opts.method, "method_options": list(opts.method_options), "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
+        **({"session_work": work} if work else {}),
     }
     click.echo(f"this run: {todo_done} problems in {seconds:.1f} s, {totals['tokens_per_second']} tokens/s over the "
                f"run, peak RSS {totals['peak_rss_mib']} MiB")
@@ -323,6 +324,8 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
         problem_bar.close()
         executor.close()
     print_summary(load_records(out / "results.jsonl"), out)
-    print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts)
+    work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
+    print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts,
+                     work=work.as_dict() if work is not None else None)
     if interrupted:
         sys.exit(130)

@@ -30,6 +30,7 @@ class ModelRunner:
         self.name = name
         self.eos_token_ids = _eos_ids(model, tokenizer)
         self.forward_count = 0
+        self.token_slots = 0  # token positions computed by all forwards, pads included
 
     @property
     def device(self) -> torch.device:
@@ -89,6 +90,7 @@ class ModelRunner:
             kwargs["logits_to_keep"] = logits_to_keep
         out = self.model(**kwargs)
         self.forward_count += 1
+        self.token_slots += input_ids.numel()
         return out.logits.float()
 
     def prefill(self, token_ids: list[int], cache: DynamicCache | None = None) -> tuple[torch.Tensor, DynamicCache]:

@@ -41,7 +41,7 @@ from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
-from seed_tot.scheduling.session import DecodeSession, drain
+from seed_tot.scheduling.session import DecodeSession, SessionWork, drain
 
 
 @dataclass
@@ -263,6 +263,7 @@ class BatchedARExecutor:
         self.compact_slack = compact_slack
         self.name = "batched"
         self.last_timing: dict[str, float] = {}
+        self.work = SessionWork()
 
     def session(self) -> "_ARSession":
         """A batch that requests may join between steps (continuous batching)."""
@@ -289,7 +290,7 @@ class _ARSession(DecodeSession[_Row]):
     """Batched AR: each step draws every row's next token, then ONE target forward for all rows."""
 
     def __init__(self, executor: BatchedARExecutor):
-        super().__init__()
+        super().__init__(executor.work, executor.target)
         self.executor = executor
         self.batch: RaggedBatchCache | None = None
 
@@ -386,6 +387,7 @@ class BatchedSpeculativeExecutor:
         self.compact_slack = compact_slack
         self.name = name
         self.last_timing: dict[str, float] = {}
+        self.work = SessionWork()
 
     def _shape(self, depth: int) -> tuple[int, ...]:
         """Candidates per level for a draft of `depth` levels (levels past k_config get one)."""
@@ -485,7 +487,7 @@ class _SpeculativeSession(DecodeSession[_Row]):
     forward and keeps what each row accepted."""
 
     def __init__(self, executor: BatchedSpeculativeExecutor):
-        super().__init__()
+        super().__init__(executor.work, executor.target)
         self.executor = executor
         self.target_batch: RaggedBatchCache | None = None
         self.draft_batch: RaggedBatchCache | None = None

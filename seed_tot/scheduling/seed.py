@@ -51,7 +51,7 @@ from seed_tot.runtime import ModelRunner, cache_length, fork_cache, rollback
 from seed_tot.runtime.cache import stack_left_padded, unstack_left_padded
 from seed_tot.runtime.masks import batched_tree_inputs
 from seed_tot.scheduling.events import TARGET, Event, now
-from seed_tot.scheduling.session import DecodeSession, check_requests, drain
+from seed_tot.scheduling.session import DecodeSession, SessionWork, check_requests, drain
 from seed_tot.scheduling.worker import (
     Draft,
     DraftSource,
@@ -264,6 +264,7 @@ class SeedExecutor:
         self.num_workers = num_workers
         self.options = replace(options or SeedOptions(), **option_overrides).validated()
         self.last_events: list[Event] = []
+        self.work = SessionWork()
         self._check_pair()
         self._pool = _Pool()
         self._finalizer = weakref.finalize(self, self._pool.close, graceful=False, from_finalizer=True)
@@ -444,7 +445,7 @@ class _SeedSession(DecodeSession[_RequestState]):
     """
 
     def __init__(self, executor: SeedExecutor):
-        super().__init__()
+        super().__init__(executor.work, executor.target)
         executor.options = executor.options.validated()
         self.ex = executor
         self.opts = executor.options

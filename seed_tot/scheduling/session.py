@@ -9,7 +9,9 @@ joined or who shares the batch, so a session gives what `run` gives for each req
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
 from typing import Generic, TypeVar
 
 from seed_tot.errors import ConfigError
@@ -24,10 +26,29 @@ def check_requests(requests: list[GenerationRequest]) -> None:
             raise ConfigError(f"Request {request.request_id or index!r} has an empty prompt: give at least one prompt token.")
 
 
+@dataclass
+class SessionWork:
+    """Where sessions spent their time: letting requests join (prefill, for the in-process
+    executors) and decode steps, with the target token slots each computed (pads included)
+    and the rows the steps decoded. Shared by every session of one executor."""
+
+    join_seconds: float = 0.0
+    join_slots: int = 0
+    step_seconds: float = 0.0
+    step_slots: int = 0
+    steps: int = 0
+    step_rows: int = 0
+
+    def as_dict(self) -> dict:
+        return {k: round(v, 1) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
 class DecodeSession(ABC, Generic[Row]):
     """Rows decoding together; subclasses say how rows join (`_join`) and how one step runs (`_step`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, work: SessionWork | None = None, target=None) -> None:
+        self.work = work if work is not None else SessionWork()
+        self._counted = target  # the ModelRunner whose token slots `work` counts (None: none)
         self.active: list[Row] = []  # rows in batch order
         self._queued: list[tuple[int, GenerationRequest]] = []
         self._tickets = 0
@@ -54,13 +75,26 @@ class DecodeSession(ABC, Generic[Row]):
 
     def step(self) -> list[tuple[int, GenerationResult]]:
         """Let queued requests join, run one decode step; (ticket, result) of each row that ended."""
+        work = self.work
         if self._queued:
             queued, self._queued = self._queued, []
             self.joins_while_busy += bool(self.active)
+            started, slots = time.perf_counter(), self._slots()
             self._join(queued)
+            work.join_seconds += time.perf_counter() - started
+            work.join_slots += self._slots() - slots
         if not self.active:
             return []
-        return self._step()
+        started, slots, rows = time.perf_counter(), self._slots(), len(self.active)
+        ended = self._step()
+        work.step_seconds += time.perf_counter() - started
+        work.step_slots += self._slots() - slots
+        work.steps += 1
+        work.step_rows += rows
+        return ended
+
+    def _slots(self) -> int:
+        return self._counted.token_slots if self._counted is not None else 0
 
     @abstractmethod
     def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
