@@ -45,15 +45,18 @@ def trees(run_dir: Path) -> dict[str, tuple]:
 
 
 def print_work(rows: list[dict]) -> None:
-    """Where each run's time went: prefill when requests joined, and decode steps (executors with sessions)."""
-    print("| concurrency | batching | prefill s | prefill slots | decode s | steps | rows per step | decode slots | ms per decode slot |")
+    """Where each run's time went: prefill when requests joined, and decode steps (executors with
+    sessions); a slot is one token position a target forward computed, pads included."""
+    print("| concurrency | batching | prefill s | prefill slots (pads) | decode s | steps | rows per step | "
+          "decode slots (pads) | ms per decode slot |")
     print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         work = row.get("session_work")
         if work and work["steps"]:
-            print(f"| {row['concurrency']} | {row['batching']} | {work['join_seconds']} | {work['join_slots']} | "
-                  f"{work['step_seconds']} | {work['steps']} | {work['step_rows'] / work['steps']:.1f} | {work['step_slots']} | "
-                  f"{1000 * work['step_seconds'] / max(work['step_slots'], 1):.1f} |")
+            join, step = work["join"], work["step"]
+            print(f"| {row['concurrency']} | {row['batching']} | {join['seconds']} | {join['slots']} ({join['pad_slots']}) | "
+                  f"{step['seconds']} | {work['steps']} | {work['step_rows'] / work['steps']:.1f} | "
+                  f"{step['slots']} ({step['pad_slots']}) | {1000 * step['seconds'] / max(step['slots'], 1):.1f} |")
 
 
 def main() -> None:

@@ -105,6 +105,7 @@ class RaggedBatchCache:
         ids = torch.tensor([list(t) + [pad_id] * (q - len(t)) for t in tokens], dtype=torch.long)
         par = torch.tensor([list(p) + [-1] * (q - len(p)) for p in parents], dtype=torch.long)
         pad = torch.tensor([[False] * len(t) + [True] * (q - len(t)) for t in tokens], dtype=torch.bool)
+        self.runner.pad_slots += batch * q - sum(len(t) for t in tokens)
 
         s = self.step_width
         visible = torch.zeros(batch, s + q, s + q, dtype=torch.bool)

@@ -31,6 +31,7 @@ class ModelRunner:
         self.eos_token_ids = _eos_ids(model, tokenizer)
         self.forward_count = 0
         self.token_slots = 0  # token positions computed by all forwards, pads included
+        self.pad_slots = 0  # of which pads (counted by the ragged batches that add them)
 
     @property
     def device(self) -> torch.device:

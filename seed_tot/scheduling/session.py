@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from typing import Generic, TypeVar
 
 from seed_tot.errors import ConfigError
@@ -27,20 +28,30 @@ def check_requests(requests: list[GenerationRequest]) -> None:
 
 
 @dataclass
+class PhaseWork:
+    """Seconds spent in one phase and the target token slots its forwards computed, pads included."""
+
+    seconds: float = 0.0
+    slots: int = 0
+    pad_slots: int = 0
+
+
+@dataclass
 class SessionWork:
     """Where sessions spent their time: letting requests join (prefill, for the in-process
-    executors) and decode steps, with the target token slots each computed (pads included)
-    and the rows the steps decoded. Shared by every session of one executor."""
+    executors) and decode steps, and the rows the steps decoded. Shared by every session of
+    one executor."""
 
-    join_seconds: float = 0.0
-    join_slots: int = 0
-    step_seconds: float = 0.0
-    step_slots: int = 0
+    join: PhaseWork = field(default_factory=PhaseWork)
+    step: PhaseWork = field(default_factory=PhaseWork)
     steps: int = 0
     step_rows: int = 0
 
     def as_dict(self) -> dict:
-        return {k: round(v, 1) if isinstance(v, float) else v for k, v in asdict(self).items()}
+        def rounded(phase: PhaseWork) -> dict:
+            return {**asdict(phase), "seconds": round(phase.seconds, 1)}
+
+        return {"join": rounded(self.join), "step": rounded(self.step), "steps": self.steps, "step_rows": self.step_rows}
 
 
 class DecodeSession(ABC, Generic[Row]):
@@ -75,26 +86,31 @@ class DecodeSession(ABC, Generic[Row]):
 
     def step(self) -> list[tuple[int, GenerationResult]]:
         """Let queued requests join, run one decode step; (ticket, result) of each row that ended."""
-        work = self.work
         if self._queued:
             queued, self._queued = self._queued, []
             self.joins_while_busy += bool(self.active)
-            started, slots = time.perf_counter(), self._slots()
-            self._join(queued)
-            work.join_seconds += time.perf_counter() - started
-            work.join_slots += self._slots() - slots
+            with self._measured(self.work.join):
+                self._join(queued)
         if not self.active:
             return []
-        started, slots, rows = time.perf_counter(), self._slots(), len(self.active)
-        ended = self._step()
-        work.step_seconds += time.perf_counter() - started
-        work.step_slots += self._slots() - slots
-        work.steps += 1
-        work.step_rows += rows
-        return ended
+        self.work.steps += 1
+        self.work.step_rows += len(self.active)
+        with self._measured(self.work.step):
+            return self._step()
 
-    def _slots(self) -> int:
-        return self._counted.token_slots if self._counted is not None else 0
+    @contextmanager
+    def _measured(self, phase: PhaseWork):
+        """Add the time and the counted runner's token slots of the block to `phase`."""
+        runner = self._counted
+        started = time.perf_counter()
+        slots, pads = (runner.token_slots, runner.pad_slots) if runner is not None else (0, 0)
+        try:
+            yield
+        finally:
+            phase.seconds += time.perf_counter() - started
+            if runner is not None:
+                phase.slots += runner.token_slots - slots
+                phase.pad_slots += runner.pad_slots - pads
 
     @abstractmethod
     def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
