@@ -164,11 +164,19 @@ class RaggedBatchCache:
 
     def select(self, rows: list[int]) -> None:
         """Keep (or repeat) the given rows, in this order: drop finished rows, share a prefilled prompt."""
-        self._require_no_step("select")
-        self.cache = select_rows(self.cache, rows)
-        self.valid = self.valid[torch.tensor(rows, dtype=torch.long)]
-        self.lengths = [self.lengths[r] for r in rows]
+        part = self.subset(rows)
+        self.cache, self.valid, self.lengths = part.cache, part.valid, part.lengths
         self._reset_step(len(rows))
+
+    def subset(self, rows: list[int]) -> "RaggedBatchCache":
+        """A new batch holding copies of the given rows, in this order (this batch is unchanged)."""
+        self._require_no_step("subset")
+        part = RaggedBatchCache(self.runner, len(rows), self.compact_slack)
+        part.cache = select_rows(self.cache, rows)
+        part.valid = self.valid[torch.tensor(rows, dtype=torch.long)]
+        part.lengths = [self.lengths[r] for r in rows]
+        part._reset_step(len(rows))
+        return part
 
     def compact(self) -> None:
         """Rewrite the cache so each row holds only its committed slots, left-padded."""

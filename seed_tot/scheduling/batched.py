@@ -39,6 +39,7 @@ from seed_tot.requests import (
 )
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
+from seed_tot.scheduling.buckets import length_buckets
 from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
 from seed_tot.scheduling.session import DecodeSession, SessionWork, drain
@@ -155,15 +156,37 @@ def prefill(
 def _prefill_from_kept(
     runner: ModelRunner, prompts: list[list[int]], matches: list[PrefixMatch]
 ) -> tuple[RaggedBatchCache, torch.Tensor]:
-    """Rows start from their kept prefix's KV (a miss starts empty); one forward over the rests."""
+    """Rows start from their kept prefix's KV (a miss starts empty); then the rests are computed."""
     template = next(m.kv for m in matches if m.kv is not None)
     empty = [(k[:, :, :0], v[:, :, :0]) for k, v in template]
     batch = RaggedBatchCache.from_rows(runner, [m.kv if m.kv is not None else empty for m in matches])
-    return batch, _forward_segments(batch, [p[m.length :] for p, m in zip(prompts, matches)])
+    return _forward_segments(batch, [p[m.length :] for p, m in zip(prompts, matches)])
 
 
-def _forward_segments(batch: RaggedBatchCache, segments: list[list[int]]) -> torch.Tensor:
-    """Append each row's segment as committed context; the logits after each segment's last token (B, V)."""
+def _forward_segments(batch: RaggedBatchCache, segments: list[list[int]]) -> tuple[RaggedBatchCache, torch.Tensor]:
+    """Append each row's segment as committed context, one forward per length bucket (so a short
+    segment is not padded to a long one's width); the batch, rows in the same order, and the
+    logits after each segment's last token (B, V; NaN for a row with nothing to compute)."""
+    buckets = length_buckets([len(s) for s in segments])
+    if len(buckets) == 1:
+        return batch, _forward_rows(batch, segments)
+    parts = [batch.subset(bucket) for bucket in buckets]
+    computed = [(bucket, _forward_rows(part, [segments[i] for i in bucket]))
+                for part, bucket in zip(parts, buckets) if any(segments[i] for i in bucket)]
+    logits = computed[0][1].new_full((batch.batch_size, computed[0][1].shape[-1]), float("nan"))
+    for bucket, bucket_logits in computed:
+        logits[torch.tensor(bucket, dtype=torch.long, device=logits.device)] = bucket_logits
+    joined = parts[0]
+    for part in parts[1:]:
+        joined.extend(part)
+    position = {row: j for j, row in enumerate(row for bucket in buckets for row in bucket)}
+    joined.select([position[row] for row in range(batch.batch_size)])
+    return joined, logits
+
+
+def _forward_rows(batch: RaggedBatchCache, segments: list[list[int]]) -> torch.Tensor:
+    """One forward appending each row's segment as committed context; the logits after each
+    segment's last token (B, V)."""
     logits = batch.forward(segments, [_chain(len(s)) for s in segments], logits_at=[max(len(s) - 1, 0) for s in segments])
     batch.commit([list(range(len(s))) for s in segments])
     return logits[:, 0]
@@ -171,7 +194,7 @@ def _forward_segments(batch: RaggedBatchCache, segments: list[list[int]]) -> tor
 
 def _prefill_rows(runner: ModelRunner, prompts: list[list[int]]) -> tuple[RaggedBatchCache, torch.Tensor | None]:
     batch = RaggedBatchCache(runner, len(prompts))
-    return batch, (_forward_segments(batch, prompts) if any(prompts) else None)
+    return _forward_segments(batch, prompts) if any(prompts) else (batch, None)
 
 
 def _prefill_in_two_stages(
@@ -182,11 +205,12 @@ def _prefill_in_two_stages(
     batch = RaggedBatchCache(runner, len(plan))
     heads = [prompts[members[0]][:length] for length, members in plan]
     if any(heads):
-        _forward_segments(batch, heads)
+        batch, _ = _forward_segments(batch, heads)
     batch.select([g for g, (_, members) in enumerate(plan) for _ in members])
     order = [index for _, members in plan for index in members]
     tails = [prompts[index][length:] for length, members in plan for index in members]
-    return batch, _forward_segments(batch, tails), order
+    batch, logits = _forward_segments(batch, tails)
+    return batch, logits, order
 
 
 def batch_probabilities(logits: torch.Tensor, rows: list[_Row]) -> torch.Tensor:

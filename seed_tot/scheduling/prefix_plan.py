@@ -1,7 +1,7 @@
 """Which prompts of a batch prefill a common prefix once: the plan of a two-stage ragged prefill.
 
-A ragged forward computes rows x widest row slots (shorter rows are padded), so sharing pays
-only when it shrinks that product. Stage 1 runs one row per group over the group's common
+A prefill stage computes, per length bucket, rows x widest row slots plus a forward's fixed cost
+(seed_tot/scheduling/buckets.py), so sharing pays only when it shrinks that total. Stage 1 runs one row per group over the group's common
 prefix; the rows are then repeated (a copy of the KV, no compute) and stage 2 runs one row per
 prompt over the rest. Groups are runs of the sorted prompts: for every threshold on the common
 prefix of sorted neighbours the plan is built and costed, and the cheapest one wins, or no plan
@@ -12,13 +12,14 @@ whose logits are the prompt's next-token logits.
 from __future__ import annotations
 
 from seed_tot.decoding.drafters import common_prefix_length
+from seed_tot.scheduling.buckets import bucketed_cost
 
 Group = tuple[int, list[int]]  # (shared prefix length, indices of the prompts sharing it)
 
 
 def stage_cost(widths: list[int]) -> int:
-    """Slots one ragged forward computes: rows x widest row."""
-    return len(widths) * max(widths, default=0)
+    """Slots one prefill stage computes, its rows split into length buckets (seed_tot/scheduling/buckets.py)."""
+    return bucketed_cost(widths)
 
 
 def plan_cost(prompts: list[list[int]], groups: list[Group]) -> int:
