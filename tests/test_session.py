@@ -99,3 +99,17 @@ def test_the_check_catches_a_join_that_lets_rows_see_pad_slots(tiny_pair, monkey
     found = staggered(make("batched", tiny_pair, prefix_cache_mb=0).session(), reqs, JOIN_STEPS)
     assert [r.token_ids for r in found] != [
         autoregressive_decode(target, r.prompt_ids, r.config, r.seed).token_ids for r in reqs]
+
+
+def test_session_work_counts_prefill_and_decode_slots_and_pads(tiny_pair):
+    """Two prompts of 5 and 9 tokens prefill in one forward (9 slots each, 4 pads); then each of
+    3 steps draws a token per row and all but the last feed both rows (2 slots each, no pads)."""
+    _, target = tiny_pair
+    executor = BatchedARExecutor(target, share_prefix=False, prefix_cache_mb=0)
+    config = DecodeConfig(max_new_tokens=3, temperature=0.0, ignore_eos=True)
+    requests = [GenerationRequest(list(range(10, 10 + n)), config, seed=0) for n in (5, 9)]
+    drain(executor.session(), requests)
+    work = executor.work.as_dict()
+    assert work["join"]["slots"] == 18 and work["join"]["pad_slots"] == 4
+    assert work["step"]["slots"] == 4 and work["step"]["pad_slots"] == 0
+    assert work["steps"] == 3 and work["step_rows"] == 6
