@@ -18,6 +18,16 @@ FORWARD_OVERHEAD_SLOTS = 10
 def length_buckets(widths: list[int], overhead: int = FORWARD_OVERHEAD_SLOTS) -> list[list[int]]:
     """Row indices grouped so that sum over groups of (overhead + rows x widest) is least;
     groups are runs of the rows sorted by width (a run of zero widths costs nothing)."""
+    return _cheapest_runs(widths, overhead)[1]
+
+
+def bucketed_cost(widths: list[int], overhead: int = FORWARD_OVERHEAD_SLOTS) -> int:
+    """Slots (plus overheads) the buckets of `widths` compute; 0 when nothing is to compute."""
+    return _cheapest_runs(widths, overhead)[0]
+
+
+def _cheapest_runs(widths: list[int], overhead: int) -> tuple[int, list[list[int]]]:
+    """(least total cost, the runs of row indices sorted by width that reach it)."""
     order = sorted(range(len(widths)), key=lambda i: widths[i])
     sorted_widths = [widths[i] for i in order]
     best = [0] + [0] * len(order)  # best[i]: least cost of the first i sorted rows
@@ -27,14 +37,8 @@ def length_buckets(widths: list[int], overhead: int = FORWARD_OVERHEAD_SLOTS) ->
         best[end], cut[end] = min(
             (best[start] + (overhead + (end - start) * widest if widest else 0), start) for start in range(end)
         )
-    buckets, end = [], len(order)
+    runs, end = [], len(order)
     while end:
-        buckets.append(order[cut[end] : end])
+        runs.append(order[cut[end] : end])
         end = cut[end]
-    return buckets[::-1]
-
-
-def bucketed_cost(widths: list[int], overhead: int = FORWARD_OVERHEAD_SLOTS) -> int:
-    """Slots (plus overheads) the buckets of `widths` compute; 0 when nothing is to compute."""
-    return sum(overhead + len(b) * max(widths[i] for i in b) for b in length_buckets(widths, overhead)
-               if max(widths[i] for i in b))
+    return best[-1], runs[::-1]
