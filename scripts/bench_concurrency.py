@@ -8,7 +8,8 @@ checks that every configuration built the same trees as the first (same thoughts
   python scripts/bench_concurrency.py --task gsm8k --limit 4 --configs 1:rounds,4:rounds,4:continuous \\
       --out docs/results/bench_concurrency -- --depth 2
 
-Arguments after `--` go to every run unchanged.
+A configuration is CONCURRENCY:BATCHING, optionally :DTYPE (e.g. 8:continuous:bfloat16) to
+compare dtypes side by side. Arguments after `--` go to every run unchanged.
 """
 
 from __future__ import annotations
@@ -24,14 +25,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from seed_tot.bench import machine_facts  # noqa: E402
 
 
-def parse_configs(text: str) -> list[tuple[int, str]]:
-    """"1:rounds,4:continuous" -> [(1, "rounds"), (4, "continuous")]."""
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def parse_configs(text: str) -> list[tuple[int, str, str]]:
+    """"1:rounds,4:continuous:float16" -> [(1, "rounds", "auto"), (4, "continuous", "float16")]."""
     configs = []
     for item in text.split(","):
-        concurrency, _, batching = item.strip().partition(":")
-        if batching not in ("rounds", "continuous") or not concurrency.isdigit():
-            sys.exit(f"Bad configuration {item!r}: write CONCURRENCY:BATCHING, e.g. 4:continuous.")
-        configs.append((int(concurrency), batching))
+        fields = item.strip().split(":")
+        if len(fields) == 2:
+            fields.append("auto")
+        concurrency, batching, dtype = fields if len(fields) == 3 else ("", "", "")
+        if batching not in ("rounds", "continuous") or not concurrency.isdigit() or dtype not in DTYPES:
+            sys.exit(f"Bad configuration {item!r}: write CONCURRENCY:BATCHING[:DTYPE], e.g. 4:continuous or "
+                     f"8:continuous:float16 (dtypes: {', '.join(DTYPES)}).")
+        configs.append((int(concurrency), batching, dtype))
     return configs
 
 
@@ -47,14 +55,14 @@ def trees(run_dir: Path) -> dict[str, tuple]:
 def print_work(rows: list[dict]) -> None:
     """Where each run's time went: prefill when requests joined, and decode steps (executors with
     sessions); a slot is one token position a target forward computed, pads included."""
-    print("| concurrency | batching | prefill s | prefill slots (pads) | decode s | steps | rows per step | "
+    print("| concurrency | batching | dtype | prefill s | prefill slots (pads) | decode s | steps | rows per step | "
           "decode slots (pads) | ms per decode slot |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         work = row.get("session_work")
         if work and work["steps"]:
             join, step = work["join"], work["step"]
-            print(f"| {row['concurrency']} | {row['batching']} | {join['seconds']} | {join['slots']} ({join['pad_slots']}) | "
+            print(f"| {row['concurrency']} | {row['batching']} | {row.get('dtype', 'auto')} | {join['seconds']} | {join['slots']} ({join['pad_slots']}) | "
                   f"{step['seconds']} | {work['steps']} | {work['step_rows'] / work['steps']:.1f} | "
                   f"{step['slots']} ({step['pad_slots']}) | {1000 * step['seconds'] / max(step['slots'], 1):.1f} |")
 
@@ -70,22 +78,24 @@ def main() -> None:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"{args.out} is not empty: pass a new --out folder.")
     rows, built = [], []
-    for concurrency, batching in parse_configs(args.configs):
-        run_dir = args.out / f"c{concurrency}-{batching}"
+    for concurrency, batching, dtype in parse_configs(args.configs):
+        run_dir = args.out / f"c{concurrency}-{batching}" if dtype == "auto" else args.out / f"c{concurrency}-{batching}-{dtype}"
         command = ["seed-tot", args.task, "--limit", str(args.limit), "--concurrency", str(concurrency),
                    "--batching", batching, "--out", str(run_dir), *args.run_args]
+        if dtype != "auto":
+            command += ["--dtype", dtype]
         print(" ".join(command), flush=True)
         subprocess.run(command, check=True)
         totals = json.loads((run_dir / "runs.jsonl").read_text().splitlines()[-1])
-        rows.append({"concurrency": concurrency, "batching": batching, **totals})
+        rows.append({"concurrency": concurrency, "batching": batching, "dtype": dtype, **totals})
         built.append(trees(run_dir))
     for row, tree in zip(rows, built):
         row["speedup_vs_first"] = round(rows[0]["wall_seconds"] / row["wall_seconds"], 2)
         row["same_trees_as_first"] = tree == built[0]
-    print("| concurrency | batching | wall s | new tokens | tokens/s | speed-up vs first | peak RSS MiB | same trees |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| concurrency | batching | dtype | wall s | new tokens | tokens/s | speed-up vs first | peak RSS MiB | same trees |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['concurrency']} | {row['batching']} | {row['wall_seconds']} | {row['new_tokens']} | "
+        print(f"| {row['concurrency']} | {row['batching']} | {row['dtype']} | {row['wall_seconds']} | {row['new_tokens']} | "
               f"{row['tokens_per_second']} | {row['speedup_vs_first']}x | {row['peak_rss_mib']} | {row['same_trees_as_first']} |")
     print_work(rows)
     summary = {"command": " ".join(sys.argv), "machine": machine_facts(),

