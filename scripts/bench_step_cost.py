@@ -2,6 +2,7 @@
 
     python scripts/bench_step_cost.py bfloat16
     python scripts/bench_step_cost.py float32
+    python scripts/bench_step_cost.py float16
 
 B rows of random KV (contexts of 300-1,400 tokens; a forward's cost does not depend on the
 values) decode one token each, for B = 1 ... 64; then 64 and 256 prompt tokens are appended

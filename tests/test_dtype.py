@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -65,7 +66,8 @@ def test_the_same_model_in_float32_is_finite_and_passes():
 
 
 def test_float16_ragged_batches_with_pads_raise_no_false_alarm(tmp_path):
-    """Pads, joins and drafts in float16 leave every logit finite: a tiny run completes."""
+    """Pads, joins and drafts in float16 leave every logit finite: a tiny run completes, and its
+    run record and traces say which dtype computed them."""
     out = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "seed_tot", "gsm8k", "--tiny", "--dtype", "float16", "--method", "batched-lookup",
@@ -74,5 +76,8 @@ def test_float16_ragged_batches_with_pads_raise_no_false_alarm(tmp_path):
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert len((out / "results.jsonl").read_text().splitlines()) == 3
-    assert json.loads((out / "runs.jsonl").read_text())["new_tokens"] > 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    run = json.loads((out / "runs.jsonl").read_text())
+    assert run["new_tokens"] > 0 and run["dtype"] == "float16"
+    assert json.loads(Path(records[0]["trace_path"]).read_text())["config"]["dtype"] == "float16"

@@ -236,7 +236,9 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
     click.echo(f"results: {out / 'results.jsonl'}")
 
 
-def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, work: dict | None = None) -> None:
+def print_run_totals(
+    out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, dtype: str, work: dict | None = None
+) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
     appended to OUT/runs.jsonl."""
@@ -248,7 +250,7 @@ def print_run_totals(out: Path, todo_done: int, seconds: float, opts: TaskRunOpt
     tokens = sum(r.new_tokens for r in records)
     totals = {
         "problems": todo_done, "concurrency": opts.concurrency, "batching": opts.batching,
-        "method": opts.method, "method_options": list(opts.method_options), "wall_seconds": round(seconds, 1),
+        "method": opts.method, "method_options": list(opts.method_options), "dtype": dtype, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
         **({"session_work": work} if work else {}),
@@ -290,7 +292,8 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     executor = make_executor(opts.method, target, draft, **method_settings)
     formatter = PromptFormatter(target.tokenizer)
     models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
-    extra_config = {"method": opts.method, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
+    dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
+    extra_config = {"method": opts.method, "dtype": dtype, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
     interrupted = False
     search = search_cls(task, executor, formatter, search_config)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
@@ -325,7 +328,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
         executor.close()
     print_summary(load_records(out / "results.jsonl"), out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
-    print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts,
+    print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
                      work=work.as_dict() if work is not None else None)
     if interrupted:
         sys.exit(130)
