@@ -81,3 +81,15 @@ def test_float16_ragged_batches_with_pads_raise_no_false_alarm(tmp_path):
     run = json.loads((out / "runs.jsonl").read_text())
     assert run["new_tokens"] > 0 and run["dtype"] == "float16"
     assert json.loads(Path(records[0]["trace_path"]).read_text())["config"]["dtype"] == "float16"
+
+
+def test_overflow_check_catches_one_bad_logit_and_passes_the_largest_finite_ones():
+    from seed_tot.runtime.runner import refuse_overflow
+
+    largest = torch.full((64, 1, 1000), 65504.0)  # every logit at float16's maximum: still finite
+    refuse_overflow(largest, "m")
+    for bad in (float("inf"), float("-inf"), float("nan")):
+        logits = largest.clone()
+        logits[37, 0, 512] = bad
+        with pytest.raises(NumericOverflowError):
+            refuse_overflow(logits, "m")

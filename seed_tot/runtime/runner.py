@@ -24,8 +24,9 @@ def _eos_ids(model: PreTrainedModel, tokenizer) -> frozenset[int]:
 
 def refuse_overflow(logits: torch.Tensor, name: str) -> None:
     """float16 tops out at 65,504; an activation past it becomes inf and then NaN logits. Raise
-    instead of sampling from them (a few ms on a wide batch; bfloat16 and float32 cannot overflow)."""
-    if not bool(torch.isfinite(logits).all()):
+    instead of sampling from them. The float32 sum of finite float16 values stays finite and one
+    inf or NaN makes it non-finite: 0.7 ms on a 64-row step here, against 17 ms for isfinite().all()."""
+    if not bool(torch.isfinite(logits.float().sum())):
         raise NumericOverflowError(
             f"Model {name!r} overflowed float16 (its logits are not finite): rerun with --dtype bfloat16 "
             "or --dtype float32 (with --resume, finished problems are kept)."
@@ -103,9 +104,10 @@ class ModelRunner:
         out = self.model(**kwargs)
         self.forward_count += 1
         self.token_slots += input_ids.numel()
+        logits = out.logits.float()
         if self.dtype == torch.float16:
-            refuse_overflow(out.logits, self.name)
-        return out.logits.float()
+            refuse_overflow(logits, self.name)
+        return logits
 
     def prefill(self, token_ids: list[int], cache: DynamicCache | None = None) -> tuple[torch.Tensor, DynamicCache]:
         """Feed a prompt (or a continuation) into a cache; return the last position's logits (V,)."""
