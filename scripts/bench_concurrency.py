@@ -79,7 +79,7 @@ def main() -> None:
         sys.exit(f"{args.out} is not empty: pass a new --out folder.")
     rows, built = [], []
     for concurrency, batching, dtype in parse_configs(args.configs):
-        run_dir = args.out / f"c{concurrency}-{batching}" if dtype == "auto" else args.out / f"c{concurrency}-{batching}-{dtype}"
+        run_dir = args.out / (f"c{concurrency}-{batching}" + ("" if dtype == "auto" else f"-{dtype}"))
         command = ["seed-tot", args.task, "--limit", str(args.limit), "--concurrency", str(concurrency),
                    "--batching", batching, "--out", str(run_dir), *args.run_args]
         if dtype != "auto":
