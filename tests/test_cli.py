@@ -32,6 +32,8 @@ def test_task_command_writes_results_and_traces(tmp_path, command, method):
     trace = load_trace(record["trace_path"])
     assert trace.problem_id == record["problem_id"] and len(trace.nodes) >= 3
     assert "tokens/s" in proc.stdout and "trace" in proc.stdout
+    # no --concurrency given: the batched methods search 16 problems at once, the serial ones 1
+    assert json.loads((out / "runs.jsonl").read_text())["concurrency"] == {"batched-sd": 16, "ar": 1, "sd": 1}[method]
 
 
 def test_seed_searches_many_problems_in_one_session_with_method_options(tmp_path):

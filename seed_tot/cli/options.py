@@ -70,6 +70,6 @@ def data_options(f):
         click.option("--ids", default=None, help="Comma-separated problem ids (overrides --start/--limit)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Output directory (default: runs/<task>-<method>)."),
         click.option("--resume", is_flag=True, help="Continue a run in --out: skip problems already in results.jsonl."),
-        click.option("--concurrency", type=int, default=1, show_default=True, help="Problems searched at once; their requests share every executor call (results do not change)."),
+        click.option("--concurrency", type=int, default=None, help="Problems searched at once; their requests share every executor call. Default: 16 for the batched methods (a wider forward costs less per row), 1 for the others. In float32 results do not depend on it; in float16/bfloat16 a row's logits can change in the last bits with the rows it shares a forward with."),
         click.option("--batching", type=click.Choice(["continuous", "rounds"]), default="continuous", show_default=True, help="How searches share a batched executor: continuous (requests join and leave the decode batch token by token) or rounds (one merged call per round, which waits for its longest row); other executors always use rounds. Results do not change."),
     ])

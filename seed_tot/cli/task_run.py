@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
@@ -61,7 +61,7 @@ class TaskRunOptions:
     ids: str | None
     out_dir: str | None
     resume: bool
-    concurrency: int = 1
+    concurrency: int | None = None  # None: default_concurrency(method)
     batching: str = "continuous"
     method_options: tuple[str, ...] = ()
 
@@ -265,11 +265,13 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.api import to_trace
     from seed_tot.observe.trace import write_trace
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.factory import make_executor
+    from seed_tot.scheduling.factory import default_concurrency, make_executor
     from seed_tot.search import search_class
     from seed_tot.search.driver import solve_many
     from tasks import get_task
 
+    if opts.concurrency is None:
+        opts = replace(opts, concurrency=default_concurrency(opts.method))
     _check_numbers(opts)
     method_settings = executor_options(opts)
     search_cls = search_class(opts.search)
