@@ -43,16 +43,6 @@ METHODS = (
     *SERIAL_DECODERS,
 )
 NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
-BATCHED_METHODS = {"batched", "batched-sd", "batched-mcsd", "batched-lookup"}
-# Problems searched at once when --concurrency is not given. The batched methods decode every
-# problem's rows in one forward, whose cost per row falls with its width (README, "Many problems at
-# once": on GSM8K 1-12 here, 16 at once gave 47.3 tokens/s and 8.3 GiB peak RSS); the other methods
-# run requests one after another, so more problems at once only delays each one's result.
-BATCHED_CONCURRENCY = 16
-
-
-def default_concurrency(method: str) -> int:
-    return BATCHED_CONCURRENCY if method in BATCHED_METHODS else 1
 # Draft tokens per batched-lookup step over all rows. Measured here (docs/results/bench_forward_width.json):
 # a 1.5B forward costs ~190 ms + ~20 ms per token slot, so a row's draft token pays only while
 # acceptance beats 20B/(190+20B) for B rows (0.3 at B=4, 0.46 at 8, 0.77 at 32) and lookup drafts
@@ -61,8 +51,19 @@ LOOKUP_DRAFT_SLOT_BUDGET = 8
 BATCHED_OPTIONS = {"share_prefix", "compact_slack", "prefix_cache_mb"}
 BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
 BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram", "draft_slot_budget"}
+BATCHED_METHODS = {"batched", "batched-sd", "batched-mcsd", "batched-lookup"}
+# Problems searched at once when --concurrency is not given. The batched methods decode every
+# problem's rows in one forward, whose cost per row falls with its width (README, "Many problems at
+# once": on GSM8K 1-12 here, 16 at once gave 2.2-2.6x the tokens/s of 1 in two invocations, 1.26x
+# that of 8, at 8.2 GiB peak RSS); the other methods run requests one after another, so more
+# problems at once would only delay each one's result.
+BATCHED_CONCURRENCY = 16
 
 DraftArg = ModelRunner | str | Any  # a runner, a model name, or a SEED DraftSource (NamedDraft, TinyDraft)
+
+
+def default_concurrency(method: str) -> int:
+    return BATCHED_CONCURRENCY if method in BATCHED_METHODS else 1
 
 
 def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = None, **options) -> Executor:
