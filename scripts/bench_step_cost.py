@@ -3,14 +3,19 @@
     python scripts/bench_step_cost.py bfloat16
     python scripts/bench_step_cost.py float32
     python scripts/bench_step_cost.py float16
+    python scripts/bench_step_cost.py float16 --compare-packing
+
 
 B rows of random KV (contexts of 300-1,400 tokens; a forward's cost does not depend on the
 values) decode one token each, for B = 1 ... 64; then 64 and 256 prompt tokens are appended
 after a 500-token context. Each figure is the best of 2 after a warm-up, on 2 threads.
+--compare-packing loads the model twice, with plain and with packed linear layers
+(seed_tot/runtime/packed_linear.py), and times the two alternately at each width.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -53,9 +58,28 @@ def best_of(runner, lengths: list[int], width: int = 1, repeats: int = 2) -> flo
     return min(step_seconds(batch, width) for _ in range(repeats))
 
 
+def compare_packing(dtype: str) -> None:
+    os.environ["SEED_TOT_PACK_WEIGHTS"] = "0"
+    plain = load_model("qwen2.5-coder-1.5b-instruct", dtype=dtype)
+    os.environ["SEED_TOT_PACK_WEIGHTS"] = "1"
+    packed = load_model("qwen2.5-coder-1.5b-instruct", dtype=dtype)
+    print(f"{dtype}: {packed.packed_layers} linear layers packed", flush=True)
+    random.seed(0)
+    cases = [(f"decode B={rows:2d} ctx300-1400", [random.randint(300, 1400) for _ in range(rows)], 1)
+             for rows in [1, 4, 8, 16, 34, 64]]
+    cases += [(f"prefill {tokens} tokens after 500", [500], tokens) for tokens in [64, 256]]
+    for label, lengths, width in cases:
+        plain_s, packed_s = best_of(plain, lengths, width), best_of(packed, lengths, width)
+        print(f"{dtype} {label}: plain {plain_s * 1e3:7.1f} ms, packed {packed_s * 1e3:7.1f} ms, "
+              f"plain/packed {plain_s / packed_s:.2f}", flush=True)
+
+
 def main() -> None:
     dtype = sys.argv[1] if len(sys.argv) > 1 else "bfloat16"
     torch.set_num_threads(2)
+    if "--compare-packing" in sys.argv:
+        compare_packing(dtype)
+        return
     runner = load_model("qwen2.5-coder-1.5b-instruct", dtype=dtype)
     random.seed(0)
     for rows in [1, 4, 8, 16, 34, 64]:

@@ -65,12 +65,16 @@ def test_the_same_model_in_float32_is_finite_and_passes():
     assert torch.isfinite(logits).all()
 
 
-def test_float16_ragged_batches_with_pads_raise_no_false_alarm(tmp_path):
-    """Pads, joins and drafts in float16 leave every logit finite: a tiny run completes, and its
-    run record and traces say which dtype computed them."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_ragged_batches_with_pads_complete_and_are_recorded(tmp_path, dtype):
+    """Pads, joins and drafts in float16 leave every logit finite (no false overflow alarm), and
+    bfloat16 runs on packed linear layers where the CPU has them: a tiny run completes, and its
+    run record and traces say which dtype computed them and how many layers were packed."""
+    from seed_tot.runtime.packed_linear import packing_works
+
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "seed_tot", "gsm8k", "--tiny", "--dtype", "float16", "--method", "batched-lookup",
+        [sys.executable, "-m", "seed_tot", "gsm8k", "--tiny", "--dtype", dtype, "--method", "batched-lookup",
          "--depth", "1", "--thoughts", "2", "--max-new-tokens", "8", "--value-max-new-tokens", "6",
          "--limit", "3", "--concurrency", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
@@ -79,8 +83,10 @@ def test_float16_ragged_batches_with_pads_raise_no_false_alarm(tmp_path):
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 3
     run = json.loads((out / "runs.jsonl").read_text())
-    assert run["new_tokens"] > 0 and run["dtype"] == "float16"
-    assert json.loads(Path(records[0]["trace_path"]).read_text())["config"]["dtype"] == "float16"
+    assert run["new_tokens"] > 0 and run["dtype"] == dtype
+    packs = dtype == "bfloat16" and packing_works(torch.bfloat16)
+    assert (run["packed_linear_layers"] > 0) == packs
+    assert json.loads(Path(records[0]["trace_path"]).read_text())["config"]["dtype"] == dtype
 
 
 def test_overflow_check_catches_one_bad_logit_and_passes_the_largest_finite_ones():

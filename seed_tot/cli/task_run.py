@@ -237,7 +237,8 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
 
 
 def print_run_totals(
-    out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, dtype: str, work: dict | None = None
+    out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, dtype: str, work: dict | None = None,
+    packed_layers: int = 0,
 ) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
@@ -250,7 +251,8 @@ def print_run_totals(
     tokens = sum(r.new_tokens for r in records)
     totals = {
         "problems": todo_done, "concurrency": opts.concurrency, "batching": opts.batching,
-        "method": opts.method, "method_options": list(opts.method_options), "dtype": dtype, "wall_seconds": round(seconds, 1),
+        "method": opts.method, "method_options": list(opts.method_options), "dtype": dtype,
+        "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
         **({"session_work": work} if work else {}),
@@ -331,6 +333,6 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     print_summary(load_records(out / "results.jsonl"), out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
-                     work=work.as_dict() if work is not None else None)
+                     work=work.as_dict() if work is not None else None, packed_layers=target.packed_layers)
     if interrupted:
         sys.exit(130)

@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 from seed_tot.errors import ModelNotFoundError, SeedTotError, TokenizerMismatchError
 from seed_tot.models.registry import ALIASES, cache_root, cached_model_dir, is_cached
 from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.runtime.packed_linear import pack_linear_layers
 from seed_tot.runtime.runner import ModelRunner
 
 log = logging.getLogger(__name__)
@@ -152,7 +153,9 @@ def load_model(
                 "pass a local directory or .gguf file, or run `seed-tot models pull` for the default pair."
             ) from exc
     model = model.to(dev)
-    log.info("loaded %s (%s, %s) in %.1f s", name, torch_dtype, dev, time.perf_counter() - started)
+    packed = pack_linear_layers(model)
+    log.info("loaded %s (%s, %s, %d linear layers packed) in %.1f s", name, torch_dtype, dev, packed,
+             time.perf_counter() - started)
     return ModelRunner(model, tokenizer, name=name)
 
 

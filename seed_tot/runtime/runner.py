@@ -7,6 +7,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 from seed_tot.errors import NumericOverflowError
 from seed_tot.runtime.cache import cache_length, empty_cache
+from seed_tot.runtime.packed_linear import PackedLinear
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer) -> frozenset[int]:
@@ -55,7 +56,12 @@ class ModelRunner:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.model.get_output_embeddings().weight.shape[0])
+        return int(self.model.get_output_embeddings().out_features)
+
+    @property
+    def packed_layers(self) -> int:
+        """How many linear layers hold pre-reordered weights (seed_tot.runtime.packed_linear)."""
+        return sum(isinstance(module, PackedLinear) for module in self.model.modules())
 
     @property
     def pad_token_id(self) -> int:

@@ -1,0 +1,71 @@
+"""Packed (pre-reordered) bfloat16 linear layers compute the plain layers' products."""
+
+import copy
+
+import pytest
+import torch
+
+from seed_tot.models.loading import load_model
+from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.runtime import ModelRunner
+from seed_tot.runtime.packed_linear import PackedLinear, pack_linear_layers, packing_works
+
+needs_packing = pytest.mark.skipif(
+    not packing_works(torch.bfloat16), reason="this torch build or CPU has no packed bfloat16 product"
+)
+
+
+def bf16_ulps_apart(got: torch.Tensor, want: torch.Tensor) -> float:
+    """The largest difference in units of bfloat16's spacing at the reference's magnitude."""
+    spacing = want.float().abs().clamp(min=1e-3) * 2.0**-7
+    return float(((got.float() - want.float()).abs() / spacing).max())
+
+
+@needs_packing
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("leading", [(1,), (7,), (3, 5), (2, 1, 4)])
+def test_packed_linear_equals_the_plain_layer(bias, leading):
+    generator = torch.Generator().manual_seed(len(leading) * 10 + bias)
+    plain = torch.nn.Linear(96, 40, bias=bias).to(torch.bfloat16)
+    with torch.no_grad():
+        plain.weight.copy_(torch.randn(40, 96, generator=generator))
+        if bias:
+            plain.bias.copy_(torch.randn(40, generator=generator) * 4)
+    x = torch.randn(*leading, 96, generator=generator).to(torch.bfloat16)
+    with torch.inference_mode():
+        got, want = PackedLinear(plain)(x), plain(x)
+    assert got.shape == want.shape == (*leading, 40)
+    assert got.dtype == torch.bfloat16
+    assert bf16_ulps_apart(got, want) <= 2.0  # one rounding of the sum apart at most, not a different product
+
+
+@needs_packing
+def test_a_packed_tiny_model_gives_the_plain_models_logits():
+    _, model, tokenizer = build_tiny_pair(seed=3, dtype=torch.bfloat16)
+    packed_model = copy.deepcopy(model)
+    linears = sum(type(m) is torch.nn.Linear for m in model.modules())
+    assert pack_linear_layers(packed_model) == linears > 0
+    assert not any(type(m) is torch.nn.Linear for m in packed_model.modules())
+    plain, packed = ModelRunner(model, tokenizer, "plain"), ModelRunner(packed_model, tokenizer, "packed")
+    assert (packed.packed_layers, plain.packed_layers) == (linears, 0)
+    assert packed.vocab_size == plain.vocab_size
+    ids = torch.randint(0, 200, (3, 17), generator=torch.Generator().manual_seed(1))
+    got, want = packed.forward(ids), plain.forward(ids)
+    assert torch.allclose(got, want, atol=0.05 * float(want.abs().max()))
+    assert (got.argmax(-1) == want.argmax(-1)).float().mean() > 0.95
+
+
+@needs_packing
+def test_load_model_packs_bfloat16_only_and_obeys_the_switch(monkeypatch):
+    assert load_model("tiny-target", dtype="bfloat16").packed_layers > 0
+    assert load_model("tiny-target", dtype="float16").packed_layers == 0
+    assert load_model("tiny-target", dtype="float32").packed_layers == 0
+    monkeypatch.setenv("SEED_TOT_PACK_WEIGHTS", "0")
+    assert load_model("tiny-target", dtype="bfloat16").packed_layers == 0
+
+
+def test_packing_is_refused_for_unsupported_dtypes():
+    assert not packing_works(torch.float32)
+    assert not packing_works(torch.float16)
+    model = build_tiny_pair(dtype=torch.float32)[1]
+    assert pack_linear_layers(model) == 0
