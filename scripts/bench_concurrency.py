@@ -9,13 +9,16 @@ checks that every configuration built the same trees as the first (same thoughts
       --out docs/results/bench_concurrency -- --depth 2
 
 A configuration is CONCURRENCY:BATCHING, optionally :DTYPE (e.g. 8:continuous:bfloat16) to
-compare dtypes side by side. Arguments after `--` go to every run unchanged.
+compare dtypes side by side, and then :plain to run with packed linear layers turned off
+(SEED_TOT_PACK_WEIGHTS=0; e.g. 1:continuous:bfloat16:plain against 1:continuous:bfloat16).
+Arguments after `--` go to every run unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,18 +31,20 @@ from seed_tot.bench import machine_facts  # noqa: E402
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
-def parse_configs(text: str) -> list[tuple[int, str, str]]:
-    """"1:rounds,4:continuous:float16" -> [(1, "rounds", "auto"), (4, "continuous", "float16")]."""
+def parse_configs(text: str) -> list[tuple[int, str, str, bool]]:
+    """"1:rounds,4:continuous:bfloat16:plain" -> [(1, "rounds", "auto", True), (4, "continuous", "bfloat16", False)];
+    the last field says whether linear layers may be packed."""
     configs = []
     for item in text.split(","):
         fields = item.strip().split(":")
-        if len(fields) == 2:
-            fields.append("auto")
-        concurrency, batching, dtype = fields if len(fields) == 3 else ("", "", "")
-        if batching not in ("rounds", "continuous") or not concurrency.isdigit() or dtype not in DTYPES:
-            sys.exit(f"Bad configuration {item!r}: write CONCURRENCY:BATCHING[:DTYPE], e.g. 4:continuous or "
-                     f"8:continuous:float16 (dtypes: {', '.join(DTYPES)}).")
-        configs.append((int(concurrency), batching, dtype))
+        if 2 <= len(fields) < 4:
+            fields += ["auto", "packed"][len(fields) - 2:]  # the defaults of the fields left out
+        concurrency, batching, dtype, packing = fields if len(fields) == 4 else ("", "", "", "")
+        if (batching not in ("rounds", "continuous") or not concurrency.isdigit() or dtype not in DTYPES
+                or packing not in ("packed", "plain")):
+            sys.exit(f"Bad configuration {item!r}: write CONCURRENCY:BATCHING[:DTYPE[:plain]], e.g. 4:continuous or "
+                     f"8:continuous:bfloat16:plain (dtypes: {', '.join(DTYPES)}).")
+        configs.append((int(concurrency), batching, dtype, packing == "packed"))
     return configs
 
 
@@ -78,25 +83,28 @@ def main() -> None:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"{args.out} is not empty: pass a new --out folder.")
     rows, built = [], []
-    for concurrency, batching, dtype in parse_configs(args.configs):
-        run_dir = args.out / (f"c{concurrency}-{batching}" + ("" if dtype == "auto" else f"-{dtype}"))
+    for concurrency, batching, dtype, packing in parse_configs(args.configs):
+        run_dir = args.out / (f"c{concurrency}-{batching}" + ("" if dtype == "auto" else f"-{dtype}")
+                              + ("" if packing else "-plain"))
         command = ["seed-tot", args.task, "--limit", str(args.limit), "--concurrency", str(concurrency),
                    "--batching", batching, "--out", str(run_dir), *args.run_args]
         if dtype != "auto":
             command += ["--dtype", dtype]
         print(" ".join(command), flush=True)
-        subprocess.run(command, check=True)
+        subprocess.run(command, check=True, env={**os.environ, "SEED_TOT_PACK_WEIGHTS": "1" if packing else "0"})
         totals = json.loads((run_dir / "runs.jsonl").read_text().splitlines()[-1])
         rows.append({"concurrency": concurrency, "batching": batching, "dtype": dtype, **totals})
         built.append(trees(run_dir))
     for row, tree in zip(rows, built):
         row["speedup_vs_first"] = round(rows[0]["wall_seconds"] / row["wall_seconds"], 2)
         row["same_trees_as_first"] = tree == built[0]
-    print("| concurrency | batching | dtype | wall s | new tokens | tokens/s | speed-up vs first | peak RSS MiB | same trees |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| concurrency | batching | dtype | packed layers | wall s | new tokens | tokens/s | speed-up vs first | "
+          "peak RSS MiB | same trees |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['concurrency']} | {row['batching']} | {row['dtype']} | {row['wall_seconds']} | {row['new_tokens']} | "
-              f"{row['tokens_per_second']} | {row['speedup_vs_first']}x | {row['peak_rss_mib']} | {row['same_trees_as_first']} |")
+        print(f"| {row['concurrency']} | {row['batching']} | {row['dtype']} | {row.get('packed_linear_layers', 0)} | "
+              f"{row['wall_seconds']} | {row['new_tokens']} | {row['tokens_per_second']} | {row['speedup_vs_first']}x | "
+              f"{row['peak_rss_mib']} | {row['same_trees_as_first']} |")
     print_work(rows)
     summary = {"command": " ".join(sys.argv), "machine": machine_facts(),
                "runs": rows}
