@@ -13,6 +13,7 @@ from seed_tot.runtime.masks import (
     tree_attention_mask,
     tree_position_ids,
 )
+from seed_tot.runtime.packed_linear import pack_linear_layers
 from seed_tot.runtime.runner import ModelRunner
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "fork_cache",
     "keep_positions",
     "left_pad",
+    "pack_linear_layers",
     "rollback",
     "tree_attention_mask",
     "tree_position_ids",
