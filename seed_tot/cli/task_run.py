@@ -64,6 +64,7 @@ class TaskRunOptions:
     concurrency: int | None = None  # None: default_concurrency(method)
     batching: str = "continuous"
     method_options: tuple[str, ...] = ()
+    draft_dtype: str = "auto"
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -171,7 +172,7 @@ def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
 
 
 def load_models(opts: TaskRunOptions):
-    from seed_tot.models.loading import check_pair, load_model
+    from seed_tot.models.loading import check_pair, load_model, resolve_draft_dtype
     from seed_tot.scheduling.factory import NEEDS_DRAFT
 
     target_name, draft_name = ("tiny-target", "tiny-draft") if opts.tiny else (opts.target, opts.draft)
@@ -180,7 +181,8 @@ def load_models(opts: TaskRunOptions):
     target = load_model(target_name, dtype=opts.dtype, device=opts.device)
     draft = None
     if opts.method in NEEDS_DRAFT:
-        draft = load_model(draft_name, dtype=target.dtype, device=opts.device)
+        draft_dtype = resolve_draft_dtype(opts.draft_dtype, target.dtype, target.device)
+        draft = load_model(draft_name, dtype=draft_dtype, device=opts.device)
         check_pair(draft, target)
     return target, draft
 
@@ -297,6 +299,8 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     formatter = PromptFormatter(target.tokenizer)
     models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
     dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
+    if draft is not None:
+        models["draft_dtype"] = str(draft.dtype).removeprefix("torch.")
     extra_config = {"method": opts.method, "dtype": dtype, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
     interrupted = False
     search = search_cls(task, executor, formatter, search_config)

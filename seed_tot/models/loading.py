@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 from seed_tot.errors import ModelNotFoundError, SeedTotError, TokenizerMismatchError
 from seed_tot.models.registry import ALIASES, cache_root, cached_model_dir, is_cached
 from seed_tot.models.tiny import build_tiny_pair
-from seed_tot.runtime.packed_linear import pack_linear_layers
+from seed_tot.runtime.packed_linear import pack_linear_layers, packing_works
 from seed_tot.runtime.runner import ModelRunner
 
 log = logging.getLogger(__name__)
@@ -72,6 +72,19 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device, name: str = ""
     if cpu_supports_fp16():
         return torch.float16
     return torch.bfloat16 if cpu_supports_bf16() else torch.float32
+
+
+def resolve_draft_dtype(dtype: str | torch.dtype, target_dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype a draft model computes in. 'auto': the target's, except that a float16 target on
+    a CPU where packed bfloat16 products work gets a bfloat16 draft. A draft runs narrow forwards
+    (one row per SEED worker, a few per batch), and there packed bfloat16 measured 1.35-1.6x faster
+    than float16 for the 0.5B draft here (1-4 rows). The draft's dtype can change how many of its
+    tokens the target accepts, never the output: the target verifies every token."""
+    if dtype != "auto":
+        return resolve_dtype(dtype, device)
+    if device.type == "cpu" and target_dtype == torch.float16 and packing_works(torch.bfloat16):
+        return torch.bfloat16
+    return target_dtype
 
 
 def resolve_storage_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -201,8 +214,10 @@ def load_pair(
     device: str = "auto",
     cache_dir: str | None = None,
 ) -> tuple[ModelRunner, ModelRunner]:
-    """Load a draft/target pair; refuse it before any decoding when the tokenizers differ."""
-    draft_runner = load_model(draft, dtype, device, cache_dir)
+    """Load a draft/target pair; refuse it before any decoding when the tokenizers differ. With
+    dtype 'auto' the draft's dtype follows resolve_draft_dtype."""
     target_runner = load_model(target, dtype, device, cache_dir)
+    draft_dtype = resolve_draft_dtype(dtype, target_runner.dtype, target_runner.device)
+    draft_runner = load_model(draft, draft_dtype, device, cache_dir)
     check_pair(draft_runner, target_runner)
     return draft_runner, target_runner

@@ -156,13 +156,13 @@ def _dtype_name(runner: ModelRunner) -> str:
 
 
 def _draft_runner(draft: DraftArg, target: ModelRunner) -> ModelRunner:
-    """The in-process draft model: a runner as given, or loaded by name in the target's dtype."""
+    """The in-process draft model: a runner as given, or loaded by name (dtype: resolve_draft_dtype)."""
     if isinstance(draft, ModelRunner):
         return draft
     if isinstance(draft, str):
-        from seed_tot.models.loading import load_model
+        from seed_tot.models.loading import load_model, resolve_draft_dtype
 
-        return load_model(draft, dtype=target.dtype, device=str(target.device))
+        return load_model(draft, dtype=resolve_draft_dtype("auto", target.dtype, target.device), device=str(target.device))
     if hasattr(draft, "load"):  # a SEED draft source
         return draft.load()
     raise ConfigError(f"Cannot use {draft!r} as a draft model: pass a model name or a loaded ModelRunner.")

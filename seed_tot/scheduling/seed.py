@@ -240,7 +240,7 @@ class SeedExecutor:
     """The SEED executor: parallel draft processes, one verifier (this process) with the target.
 
     `draft` is a model name for seed_tot.models.load_model (loaded once by each worker, in the
-    target's dtype) or a draft source from seed_tot.scheduling.worker (NamedDraft, TinyDraft).
+    dtype resolve_draft_dtype picks) or a draft source from seed_tot.scheduling.worker (NamedDraft, TinyDraft).
     Worker logs reach this process's loggers through a logging QueueHandler/QueueListener
     (multiprocessing-logging's install_mp_handler refuses the 'spawn' start method).
     `last_events` holds the scheduler events of the last run(). In the per-request stats, a
@@ -258,7 +258,7 @@ class SeedExecutor:
     ):
         self.name = name
         self.target = target
-        self.draft = NamedDraft(draft, dtype=_dtype_name(target.dtype)) if isinstance(draft, str) else draft
+        self.draft = _named_draft(draft, target) if isinstance(draft, str) else draft
         if num_workers < 1:
             raise ConfigError(f"SEED needs at least one draft worker, got {num_workers}.")
         self.num_workers = num_workers
@@ -692,6 +692,12 @@ class _SeedSession(DecodeSession[_RequestState]):
             finish_reason=state.finish_reason,
             stats=state.stats,
         )
+
+
+def _named_draft(name: str, target: ModelRunner) -> NamedDraft:
+    from seed_tot.models.loading import resolve_draft_dtype
+
+    return NamedDraft(name, dtype=_dtype_name(resolve_draft_dtype("auto", target.dtype, target.device)))
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
