@@ -1,11 +1,13 @@
 """Linear layers with their weights reordered once into oneDNN's blocked layout (CPU, bfloat16).
 
 Measured here, a plain bfloat16 `F.linear` of a decode step's few rows is far slower than the
-same product on a weight reordered once (likely a reorder per call). Reordering at load made a bfloat16 decode step of the 1.5B target 1.38x faster at 1 row, 1.26x at 8-16 rows
-and 1.04x at 64 here; prefill 1.02-1.06x (`python scripts/bench_step_cost.py bfloat16
---compare-packing`). float16 is left plain: packed, it measured 0.86-0.92x at 1 row and within
-noise elsewhere. The product per output element is oneDNN's either way, and every executor
-shares the one packed model, so outputs stay the model's (greedy = AR, tested).
+same product on a weight reordered once (likely a reorder per call). Reordering at load made a
+bfloat16 decode step of the 1.5B target 1.38x faster at 1 row, 1.26x at 8-16 rows and 1.04x at
+64; prefill 1.02-1.06x (`python scripts/bench_step_cost.py bfloat16 --compare-packing`). float16
+is left plain: packed, it measured 0.86-0.92x at 1 row and within noise elsewhere. Every
+executor shares the one packed model, so all of them decode the same model; the lossless
+(greedy = AR) tests run in float32, where nothing is packed, and tests/test_packed_linear.py
+checks that a packed layer computes the plain layer's product.
 """
 
 from __future__ import annotations
