@@ -42,7 +42,7 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
         run_cell,
         write_outputs,
     )
-    from seed_tot.models.loading import check_pair, load_model, resolve_draft_dtype
+    from seed_tot.models.loading import check_pair, load_draft, load_model
     from seed_tot.search import BFSConfig
     from tasks import get_task
 
@@ -61,8 +61,7 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
     if threads:
         torch.set_num_threads(threads)
     target_runner = load_model("tiny-target" if tiny else target, dtype=dtype)
-    draft_dtype = resolve_draft_dtype("auto", target_runner.dtype, target_runner.device)
-    draft_runner = load_model("tiny-draft" if tiny else draft, dtype=draft_dtype)
+    draft_runner = load_draft("tiny-draft" if tiny else draft, target_runner)
     check_pair(draft_runner, target_runner)
     problems = {t.name: t.load()[start : start + limit] for t in task_objs}
 

@@ -172,7 +172,7 @@ def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
 
 
 def load_models(opts: TaskRunOptions):
-    from seed_tot.models.loading import check_pair, load_model, resolve_draft_dtype
+    from seed_tot.models.loading import check_pair, load_draft, load_model
     from seed_tot.scheduling.factory import NEEDS_DRAFT
 
     target_name, draft_name = ("tiny-target", "tiny-draft") if opts.tiny else (opts.target, opts.draft)
@@ -181,8 +181,7 @@ def load_models(opts: TaskRunOptions):
     target = load_model(target_name, dtype=opts.dtype, device=opts.device)
     draft = None
     if opts.method in NEEDS_DRAFT:
-        draft_dtype = resolve_draft_dtype(opts.draft_dtype, target.dtype, target.device)
-        draft = load_model(draft_name, dtype=draft_dtype, device=opts.device)
+        draft = load_draft(draft_name, target, opts.draft_dtype)
         check_pair(draft, target)
     return target, draft
 

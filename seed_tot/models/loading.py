@@ -87,6 +87,13 @@ def resolve_draft_dtype(dtype: str | torch.dtype, target_dtype: torch.dtype, dev
     return target_dtype
 
 
+def load_draft(
+    name: str, target: ModelRunner, dtype: str | torch.dtype = "auto", cache_dir: str | None = None
+) -> ModelRunner:
+    """Load a draft model beside a loaded target, on its device, in resolve_draft_dtype's dtype."""
+    return load_model(name, resolve_draft_dtype(dtype, target.dtype, target.device), str(target.device), cache_dir)
+
+
 def resolve_storage_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """The dtype pulled weights are saved in. 'auto': bfloat16 (the released checkpoints' own
     dtype) on CUDA or a CPU with native bfloat16 or float16, else float32. Loading converts
@@ -217,7 +224,6 @@ def load_pair(
     """Load a draft/target pair; refuse it before any decoding when the tokenizers differ. With
     dtype 'auto' the draft's dtype follows resolve_draft_dtype."""
     target_runner = load_model(target, dtype, device, cache_dir)
-    draft_dtype = resolve_draft_dtype(dtype, target_runner.dtype, target_runner.device)
-    draft_runner = load_model(draft, draft_dtype, device, cache_dir)
+    draft_runner = load_draft(draft, target_runner, dtype, cache_dir)
     check_pair(draft_runner, target_runner)
     return draft_runner, target_runner

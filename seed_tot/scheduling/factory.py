@@ -160,9 +160,9 @@ def _draft_runner(draft: DraftArg, target: ModelRunner) -> ModelRunner:
     if isinstance(draft, ModelRunner):
         return draft
     if isinstance(draft, str):
-        from seed_tot.models.loading import load_model, resolve_draft_dtype
+        from seed_tot.models.loading import load_draft
 
-        return load_model(draft, dtype=resolve_draft_dtype("auto", target.dtype, target.device), device=str(target.device))
+        return load_draft(draft, target)
     if hasattr(draft, "load"):  # a SEED draft source
         return draft.load()
     raise ConfigError(f"Cannot use {draft!r} as a draft model: pass a model name or a loaded ModelRunner.")
