@@ -175,3 +175,16 @@ def test_keep_limits_the_vote_to_some_nodes_and_leaves_the_tree_alone():
     chains = select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True, keep=is_chain_of_thought)
     assert chains.votes == {"8": 1, "9": 1} and chains.answer == "8"  # the greedy chain wins the tie
     assert len(tree) == 6
+
+
+@pytest.mark.parametrize("cut", [{"finish_reason": "length"}, {"rejected": "wrong arithmetic"}])
+def test_a_greedy_chain_that_does_not_vote_does_not_break_ties(cut):
+    tree = tree_with(("7", 9.0, {}), ("8", 1.0, {}), ("8", None, {"cot": True, **cut}))
+    selection = select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True)
+    assert selection.votes == {"7": 1, "8": 1} and selection.cot_answer == "8"
+    assert selection.answer == "7"  # the tie goes to the best value, not to the chain that did not vote
+
+
+def test_a_greedy_chain_that_votes_breaks_ties():  # the control of the test above
+    tree = tree_with(("7", 9.0, {}), ("8", 1.0, {}), ("8", None, {"cot": True}), ("7", 2.0, {}))
+    assert select_answer(task(), PROBLEM, tree, chosen_id=1, vote=True).answer == "8"

@@ -3,8 +3,9 @@
 Candidates are the tree's answer nodes that no rule rejected (a thought cut off by the token
 budget or shown wrong by the task never counts), the chains of thought included when the search
 ran them (the greedy one, info["cot"], and the sampled ones, info["cot_sample"]). The answer
-with the most votes wins; a tie goes to the greedy CoT's answer, then to the tied answer whose
-best node has the highest value (then the lowest id).
+with the most votes wins; a tie goes to the greedy CoT's answer when that chain voted (a chain
+that was rejected or cut off neither votes nor breaks ties), then to the tied answer whose best
+node has the highest value (then the lowest id).
 Without `vote`, or for tasks whose answers are not comparable (`votable` False, e.g. Creative
 Writing passages), the node the search chose gives the answer.
 """
@@ -74,7 +75,8 @@ def select_answer(
     for answer, node in candidates:
         if answer in tied and (answer not in best_nodes or value_key(node) < value_key(best_nodes[answer])):
             best_nodes[answer] = node
-    if cot_answer in tied:
+    cot_voted = cot is not None and any(node is cot for _, node in candidates)
+    if cot_voted and cot_answer in tied:
         winner = cot_answer
     else:
         winner = min(tied, key=lambda answer: value_key(best_nodes[answer]))
