@@ -1,7 +1,7 @@
 """Add sampled chains of thought to the trees of a finished run and vote again: what
 `--cot-samples K` would have answered on those trees, without searching them again.
 
-    python scripts/add_cot_samples.py runs/quality-gsm8k --samples 4 [--task gsm8k] [--per-call 8]
+    python scripts/add_cot_samples.py runs/quality-gsm8k --samples 4 [--per-call 8]
 
 For every problem in RUN/results.jsonl it sends the sampled CoT requests the search itself
 would send (`cot_requests`: same prompt, seeds and settings; the greedy one is already in the
@@ -20,30 +20,28 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from seed_tot.models.loading import load_model  # noqa: E402
-from seed_tot.observe.trace import load_trace, tree_from_trace  # noqa: E402
-from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
-from seed_tot.scheduling.factory import make_executor  # noqa: E402
-from seed_tot.search import search_class  # noqa: E402
-from seed_tot.search.answers import is_chain_of_thought, select_answer  # noqa: E402
-from seed_tot.search.base import add_cot_node, cot_requests  # noqa: E402
-from tasks import get_task  # noqa: E402
+from seed_tot.cli.report import problem_of
+from seed_tot.models.loading import load_model
+from seed_tot.observe.trace import load_trace, tree_from_trace
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.scheduling.factory import make_executor
+from seed_tot.search import search_class
+from seed_tot.search.answers import is_chain_of_thought, select_answer
+from seed_tot.search.base import add_cot_node, cot_requests
+from tasks import get_task
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--samples", type=int, default=4)
-    parser.add_argument("--task", default="gsm8k")
     parser.add_argument("--per-call", type=int, default=8, help="problems per executor call")
     parser.add_argument("--dtype", default="auto", help="the run's --dtype (auto: as the CLI chooses)")
     args = parser.parse_args()
-    task = get_task(args.task)
-    known = {p.id: p for p in task.load()}
     rows = [json.loads(line) for line in (args.run / "results.jsonl").read_text().splitlines() if line.strip()]
     traces = [load_trace(args.run / "traces" / row["trace_path"].rsplit("/traces/", 1)[-1]) for row in rows]
+    task = get_task(traces[0].task)
+    bundled = {p.id: p for p in task.load()}
     if any(node.info.get("cot_sample") for trace in traces for node in trace.nodes):
         sys.exit(f"{args.run} already holds sampled chains of thought (a --cot-samples run): nothing to add.")
     target = load_model(traces[0].models["target"], dtype=args.dtype)
@@ -56,12 +54,12 @@ def main() -> None:
         per_trace = []
         for trace in chunk:
             config = search_class(trace.search).config_class(**{**trace.config["search"], "cot_samples": args.samples})
-            prompt_ids = formatter.encode(task.cot_prompt(known[trace.problem_id]))
+            prompt_ids = formatter.encode(task.cot_prompt(problem_of(trace, bundled)))
             per_trace.append((config, cot_requests(prompt_ids, config, trace.problem_id)[1:]))
         results = executor.run([r for _, requests in per_trace for r in requests])
         for trace, (config, requests) in zip(chunk, per_trace, strict=True):
             mine, results = results[: len(requests)], results[len(requests) :]
-            out_rows.append(revote(task, known[trace.problem_id], trace, config, mine))
+            out_rows.append(revote(task, problem_of(trace, bundled), trace, config, mine))
         print(f"{len(out_rows)}/{len(traces)} problems, {time.perf_counter() - started:.0f} s", flush=True)
     with (args.run / "cot_samples.jsonl").open("w") as handle:
         for row in out_rows:
@@ -92,6 +90,7 @@ def revote(task, problem, trace, config, results) -> dict:
         "gold": problem.gold,
         "samples": [r.text for r in results],
         "finish_reasons": [r.finish_reason for r in results],
+        "sample_token_counts": [len(r.token_ids) for r in results],
         "sample_answers": [task.extract_answer(problem, node.state) for node in nodes],
         "sample_tokens": sum(len(r.token_ids) for r in results),
         "votes": selection.votes,

@@ -63,12 +63,15 @@ def to_trace(
     executor: Executor,
     models: dict[str, str] | None = None,
     extra_config: dict[str, Any] | None = None,
+    data_file: dict[str, str] | None = None,
 ) -> Trace:
-    """The trace of `result`, named after the task and executor that produced it."""
+    """The trace of `result`, named after the task and executor that produced it (and, given
+    `data_file`, the data file its problem came from)."""
     return build_trace(
         result,
         task=task.name,
         executor=getattr(executor, "name", type(executor).__name__),
         models=models if models is not None else describe_models(executor),
         extra_config=extra_config,
+        data_file=data_file,
     )

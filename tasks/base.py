@@ -6,12 +6,13 @@ it is re-exported here for the tasks and for older imports.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from prompts import read_template
 from seed_tot.task import Problem, Task
 
-__all__ = ["DATA_DIR", "Problem", "Task", "load_template"]
+__all__ = ["DATA_DIR", "Problem", "Task", "data_file_record", "load_template", "row_id"]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -19,3 +20,19 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 def load_template(task: str, name: str) -> str:
     """Plain-text prompt template prompts/<task>/<name>.txt with {field} placeholders."""
     return read_template(task, name)
+
+
+def row_id(row: dict, prefix: str, source: Path, bundled: Path, line_no: int) -> str:
+    """A row's own "id", else "<prefix>-<line>" in the bundled file and "<file stem>-line<line>" in a
+    user's file, so a user's row never takes the id (and so the gold answer) of a bundled one."""
+    if "id" in row:
+        return str(row["id"])
+    if source.resolve() == bundled.resolve():
+        return f"{prefix}-{line_no}"
+    return f"{source.stem}-line{line_no}"
+
+
+def data_file_record(path: Path) -> dict[str, str]:
+    """Which data file a run read: its absolute path and sha256 (recorded in traces and runs.jsonl)."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return {"path": str(Path(path).resolve()), "sha256": digest}

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
-from tasks.base import DATA_DIR, Problem, load_template
+from tasks.base import DATA_DIR, Problem, load_template, row_id
 from tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
 from tasks.jsonl import read_jsonl
 from tasks.pddl import (
@@ -74,6 +74,7 @@ class BlocksworldTask:
     """
 
     name = "blocksworld"
+    default_data_path = DEFAULT_PATH  # the bundled data, read when no path is given
     default_depth = 7
     fallback_value = 0.0
     thought_stop = ("\n",)
@@ -95,7 +96,7 @@ class BlocksworldTask:
                 raise SeedTotError(f"{source}, line {line_no}: 'gold_plan' must be a list of PDDL actions.")
             problems.append(
                 Problem(
-                    id=str(row.get("id", f"blocksworld-{line_no}")),
+                    id=row_id(row, "blocksworld", source, DEFAULT_PATH, line_no),
                     question=statement_text(instance.init, instance.goal),
                     gold=gold,
                     meta={"instance_pddl": row["instance_pddl"], "n_steps": row.get("n_steps"), "line": line_no},

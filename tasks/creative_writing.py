@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
-from tasks.base import DATA_DIR, Problem, load_template
+from tasks.base import DATA_DIR, Problem, load_template, row_id
 from tasks.values import parse_rating
 
 DEFAULT_PATH = DATA_DIR / "creative_writing" / "data_100_random_text.txt"
@@ -123,6 +123,7 @@ class CreativeWritingTask:
     """
 
     name = "creative_writing"
+    default_data_path = DEFAULT_PATH  # the bundled data, read when no path is given
     default_depth = 2
     fallback_value = 1.0
     thought_tokens = 768  # a 4-paragraph passage needs more than the 256 of a GSM8K step
@@ -141,7 +142,8 @@ class CreativeWritingTask:
                     f"{source}, line {line_no}: expected {N_SENTENCES} sentences ending in . ! or ?, "
                     f"found {len(sentences)}."
                 )
-            problems.append(Problem(id=f"cw-{line_no}", question=line.strip(), gold=sentences, meta={"line": line_no}))
+            problem_id = row_id({}, "cw", source, DEFAULT_PATH, line_no)
+            problems.append(Problem(id=problem_id, question=line.strip(), gold=sentences, meta={"line": line_no}))
         if not problems:
             raise SeedTotError(f"Data file {source} holds no inputs: give one line of 4 sentences per problem.")
         return problems

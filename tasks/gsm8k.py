@@ -8,7 +8,7 @@ from pathlib import Path
 
 from seed_tot.errors import SeedTotError
 from tasks.arithmetic import wrong_equations
-from tasks.base import DATA_DIR, Problem, load_template
+from tasks.base import DATA_DIR, Problem, load_template, row_id
 from tasks.jsonl import read_jsonl
 from tasks.values import parse_verdict
 
@@ -119,6 +119,7 @@ class Gsm8kTask:
     """
 
     name = "gsm8k"
+    default_data_path = DEFAULT_PATH  # the bundled data, read when no path is given
     default_depth = 4
     fallback_value = 1.0
     verdict_values = {"sure": 20.0, "likely": 1.0, "impossible": 0.001}
@@ -139,7 +140,7 @@ class Gsm8kTask:
                     f"{source}, line {line_no}: expected a text 'question' and an 'answer' that ends with "
                     f"'#### <number>' (or is a number)."
                 )
-            problem_id = str(row.get("id", f"gsm8k-{line_no}"))
+            problem_id = row_id(row, "gsm8k", source, DEFAULT_PATH, line_no)
             problems.append(Problem(id=problem_id, question=row["question"], gold=gold, meta={"line": line_no}))
         return problems
 

@@ -152,3 +152,20 @@ def test_method_options_parse_to_booleans_numbers_and_text():
     assert parse_method_option("discipline=round-robin") == ("discipline", "round-robin")
     with pytest.raises(ConfigError, match="NAME=VALUE"):
         parse_method_option("=3")
+
+
+def test_a_run_on_a_user_data_file_records_the_file_and_keeps_its_ids_apart(tmp_path):
+    import hashlib
+
+    data = tmp_path / "gsm8k.jsonl"  # named like the bundled task, its rows have no ids
+    data.write_text(json.dumps({"question": "What is 3 + 4?", "answer": "#### 7"}) + "\n")
+    out = tmp_path / "run"
+    proc = seed_tot("gsm8k", *SMALL, "--method", "ar", "--data", str(data), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads((out / "results.jsonl").read_text())
+    assert record["problem_id"] == "gsm8k-line1"  # never the bundled "gsm8k-1"
+    expected = {"path": str(data.resolve()), "sha256": hashlib.sha256(data.read_bytes()).hexdigest()}
+    assert load_trace(record["trace_path"]).data_file == expected
+    assert json.loads((out / "runs.jsonl").read_text())["data_file"] == expected
+    report = seed_tot("report", str(out))
+    assert report.returncode == 0 and "gsm8k-line1: gold 7" in report.stdout, report.stderr

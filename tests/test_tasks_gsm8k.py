@@ -236,7 +236,7 @@ def test_malformed_rows_name_the_file_and_line(tmp_path):
         Gsm8kTask().load(tmp_path / "missing.jsonl")
     path.write_text(good + "\n" + json.dumps({"question": "3+3?", "answer": 6, "id": "six"}) + "\n")
     loaded = Gsm8kTask().load(path)
-    assert [(p.id, p.gold) for p in loaded] == [("gsm8k-1", "2"), ("six", "6")]
+    assert [(p.id, p.gold) for p in loaded] == [("mine-line1", "2"), ("six", "6")]  # never a bundled id
 
 
 def test_get_task_names_and_unknown_name():

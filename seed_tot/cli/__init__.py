@@ -49,6 +49,7 @@ _COMMAND_MODULES = [
     ("seed_tot.cli.tasks", "blocksworld"),
     ("seed_tot.cli.bench", "bench"),
     ("seed_tot.cli.trace", "trace"),
+    ("seed_tot.cli.report", "report"),
     ("seed_tot.cli.fastcot", "fastcot"),
 ]
 

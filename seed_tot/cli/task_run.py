@@ -239,7 +239,7 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
 
 def print_run_totals(
     out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, dtype: str, work: dict | None = None,
-    packed_layers: int = 0,
+    packed_layers: int = 0, data_file: dict | None = None,
 ) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
@@ -256,6 +256,7 @@ def print_run_totals(
         "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
+        **({"data_file": data_file} if data_file else {}),
         **({"session_work": work} if work else {}),
     }
     click.echo(f"this run: {todo_done} problems in {seconds:.1f} s, {totals['tokens_per_second']} tokens/s over the "
@@ -272,6 +273,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.search import search_class
     from seed_tot.search.driver import solve_many
     from tasks import get_task
+    from tasks.base import data_file_record
 
     if opts.concurrency is None:
         opts = replace(opts, concurrency=default_concurrency(opts.method))
@@ -287,6 +289,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
         task.depth = opts.depth  # GSM8K asks its closing question on the last level
     ids = tuple(i.strip() for i in opts.ids.split(",") if i.strip()) if opts.ids else ()
     problems = select_problems(task.load(opts.data_path), opts.start, opts.limit, ids)
+    data_file = data_file_record(Path(opts.data_path) if opts.data_path else task.default_data_path)
     out = output_dir(task_name, opts)
     done = finished_ids(out / "results.jsonl") if opts.resume else set()
     todo = [p for p in problems if p.id not in done]
@@ -314,7 +317,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
             if result.selection is not None:
                 extra["cot_answer"] = result.selection.cot_answer
                 extra["search_answer"] = result.selection.search_answer
-            trace = to_trace(result, task, executor, models=models, extra_config=extra_config)
+            trace = to_trace(result, task, executor, models=models, extra_config=extra_config, data_file=data_file)
             trace_path = write_trace(out / "traces" / f"{problem.id}.json", trace)
             record = _record(task_name, opts, result, trace_path, extra)
             append_record(out / "results.jsonl", record)
@@ -336,6 +339,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     print_summary(load_records(out / "results.jsonl"), out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
-                     work=work.as_dict() if work is not None else None, packed_layers=target.packed_layers)
+                     work=work.as_dict() if work is not None else None, packed_layers=target.packed_layers,
+                     data_file=data_file)
     if interrupted:
         sys.exit(130)

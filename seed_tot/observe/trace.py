@@ -125,6 +125,10 @@ class Trace(_Record):
     batches: list[BatchTraceRecord]
     # How the answer was chosen: "vote" (counts per answer, the CoT candidate's answer) or "search".
     selection: dict[str, Any] | None = None
+    # The problem's task data beyond question and gold (e.g. Blocksworld's PDDL), so a report can
+    # score the trace without the data file; and which data file the run read (path, sha256).
+    problem_meta: dict[str, Any] | None = None
+    data_file: dict[str, str] | None = None
 
 
 def _node_record(node: ThoughtNode) -> NodeRecord:
@@ -168,8 +172,10 @@ def build_trace(
     executor: str,
     models: dict[str, str] | None = None,
     extra_config: dict[str, Any] | None = None,
+    data_file: dict[str, str] | None = None,
 ) -> Trace:
-    """The trace of one search result. `extra_config` adds run settings (e.g. k_config)."""
+    """The trace of one search result. `extra_config` adds run settings (e.g. k_config);
+    `data_file` names the data file the problem came from (path, sha256)."""
     config = {"search": result.config.model_dump(mode="json"), **(extra_config or {})}
     return Trace(
         task=task,
@@ -189,6 +195,8 @@ def build_trace(
         metrics=MetricsRecord.of(result.metrics),
         batches=[_batch_record(batch) for batch in result.batches],
         selection=result.selection.as_dict() if result.selection is not None else None,
+        problem_meta=_jsonable(result.problem.meta),
+        data_file=data_file,
     )
 
 

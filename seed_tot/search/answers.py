@@ -28,6 +28,7 @@ class Selection:
     votes: dict[str, int] = field(default_factory=dict)
     cot_answer: str | None = None
     search_answer: str | None = None  # what the search's own choice answered
+    search_node_id: int | None = None  # the search's own choice
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -67,7 +68,8 @@ def select_answer(
     votable = vote and getattr(task, "votable", False)
     candidates = [(a, node) for a, node in vote_candidates(task, problem, tree) if keep(node)] if votable else []
     if not candidates:
-        return Selection(search_answer, chosen_id, "search", cot_answer=cot_answer, search_answer=search_answer)
+        return Selection(search_answer, chosen_id, "search", cot_answer=cot_answer, search_answer=search_answer,
+                         search_node_id=chosen_id)
     votes = Counter(answer for answer, _ in candidates)
     top = max(votes.values())
     tied = {answer for answer, count in votes.items() if count == top}
@@ -81,5 +83,6 @@ def select_answer(
     else:
         winner = min(tied, key=lambda answer: value_key(best_nodes[answer]))
     return Selection(
-        winner, best_nodes[winner].id, "vote", votes=dict(votes), cot_answer=cot_answer, search_answer=search_answer
+        winner, best_nodes[winner].id, "vote", votes=dict(votes), cot_answer=cot_answer, search_answer=search_answer,
+        search_node_id=chosen_id,
     )
