@@ -1,6 +1,8 @@
 """Packed (pre-reordered) bfloat16 linear layers compute the plain layers' products."""
 
 import copy
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,9 +12,27 @@ from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
 from seed_tot.runtime.packed_linear import PackedLinear, pack_linear_layers, packing_works
 
+
+
+def cpu_advertises_bf16() -> bool:
+    """The CPU's own word (AVX-512 BF16 in /proc/cpuinfo), or SEED_TOT_EXPECT_PACKING=1."""
+    if os.environ.get("SEED_TOT_EXPECT_PACKING") == "1":
+        return True
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.is_file() and "avx512_bf16" in cpuinfo.read_text().split()
+
+
+PACKING_EXPECTED = cpu_advertises_bf16()
+# Where the CPU advertises bfloat16 products, a failing probe is a failure, never a skip.
 needs_packing = pytest.mark.skipif(
-    not packing_works(torch.bfloat16), reason="this torch build or CPU has no packed bfloat16 product"
+    not PACKING_EXPECTED and not packing_works(torch.bfloat16),
+    reason="this CPU has no AVX-512 BF16 and this torch build runs no packed bfloat16 product",
 )
+
+
+@pytest.mark.skipif(not PACKING_EXPECTED, reason="the CPU does not advertise AVX-512 BF16")
+def test_packing_works_where_the_cpu_advertises_bfloat16():
+    assert packing_works(torch.bfloat16)
 
 
 def bf16_ulps_apart(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -37,6 +57,34 @@ def test_packed_linear_equals_the_plain_layer(bias, leading):
     assert got.shape == want.shape == (*leading, 40)
     assert got.dtype == torch.bfloat16
     assert bf16_ulps_apart(got, want) <= 2.0  # one rounding of the sum apart at most, not a different product
+
+
+def layer_and_input(bias: bool = True):
+    generator = torch.Generator().manual_seed(7)
+    plain = torch.nn.Linear(96, 40, bias=bias).to(torch.bfloat16)
+    with torch.no_grad():
+        plain.weight.copy_(torch.randn(40, 96, generator=generator))
+        if bias:
+            plain.bias.copy_(torch.randn(40, generator=generator) * 4)
+    return plain, torch.randn(3, 96, generator=generator).to(torch.bfloat16)
+
+
+@needs_packing
+@pytest.mark.parametrize("mutation", ["bias dropped", "weight scaled by 0.99", "rows shifted"])
+def test_the_two_ulp_check_catches_a_wrong_packed_product(mutation):
+    """Negative controls: a packed product that is subtly wrong fails the check the tests use."""
+    plain, x = layer_and_input()
+    wrong = copy.deepcopy(plain)
+    with torch.no_grad():
+        if mutation == "bias dropped":
+            wrong.bias.zero_()
+        elif mutation == "weight scaled by 0.99":
+            wrong.weight.mul_(0.99)
+    with torch.inference_mode():
+        got, want = PackedLinear(wrong)(x), plain(x)
+        if mutation == "rows shifted":
+            got = got.roll(1, dims=0)
+    assert bf16_ulps_apart(got, want) > 2.0
 
 
 @needs_packing
