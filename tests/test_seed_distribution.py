@@ -147,3 +147,52 @@ def test_wrong_rule_in_the_executor_fails(executor, target, monkeypatch, mutatio
     monkeypatch.setattr(seed_module._SeedSession if name == "_tree" else seed_module, name, wrong)
     samples = seed_samples(executor, (2, 2, 1), 1.0, 1.0)
     assert chi_square_p_value(samples, exact_joint(target, 1.0, 1.0)) < FAIL
+
+
+# ----------------------------------------------------------------------------- later rounds
+
+LATER = 4  # index of a token that no first round decides: a (2,2,1) round emits at most 4 tokens
+
+
+def exact_first_and_later(target: ModelRunner, temperature: float, top_p: float) -> dict[tuple[int, int], float]:
+    """p(first token, token LATER) summed over the tokens between, from one batched forward."""
+    prefixes = list(itertools.product(range(VOCAB), repeat=LATER))
+    logits = target.forward(torch.tensor([PROMPT + list(p) for p in prefixes]), cache=None)
+    start = len(PROMPT) - 1
+    probs = probabilities(logits[:, start : start + LATER + 1], temperature, top_p)  # [prefix, step, vocab]
+    steps = probs[:, :LATER].gather(2, torch.tensor(prefixes).unsqueeze(-1)).squeeze(-1).double()
+    heads = steps.prod(dim=1)  # p(prefix)
+    joint = {}
+    for row, prefix in enumerate(prefixes):
+        for last in range(VOCAB):
+            key = (prefix[0], last)
+            joint[key] = joint.get(key, 0.0) + float(heads[row]) * float(probs[row, LATER, last])
+    return joint
+
+
+def reusing_the_verify_seed(real_verify):
+    """WRONG: every verification round draws from a generator reset to the same seed."""
+
+    def verify(tree, probs, generator):
+        generator.manual_seed(12345)
+        return real_verify(tree, probs, generator)
+
+    return verify
+
+
+def first_and_later_samples(executor) -> list[tuple[int, int]]:
+    executor.options = SeedOptions(k_config=(2, 2, 1))
+    config = DecodeConfig(max_new_tokens=LATER + 2, temperature=1.0, top_p=1.0)
+    results = executor.run([GenerationRequest(PROMPT, config, seed=i) for i in range(SAMPLES)])
+    return [(r.token_ids[0], r.token_ids[LATER]) for r in results]
+
+
+def test_tokens_decided_after_the_first_round_follow_the_target(executor, target):
+    samples = first_and_later_samples(executor)
+    assert chi_square_p_value(samples, exact_first_and_later(target, 1.0, 1.0)) > PASS
+
+
+def test_reusing_the_verify_seed_every_round_fails(executor, target, monkeypatch):
+    monkeypatch.setattr(seed_module, "verify_tree", reusing_the_verify_seed(seed_module.verify_tree))
+    samples = first_and_later_samples(executor)
+    assert chi_square_p_value(samples, exact_first_and_later(target, 1.0, 1.0)) < FAIL
