@@ -26,6 +26,7 @@ def real_models_enabled() -> bool:
     return os.environ.get("SEED_TOT_REAL_MODELS") == "1"
 
 
-requires_real_models = pytest.mark.skipif(
-    not real_models_enabled(), reason="set SEED_TOT_REAL_MODELS=1 after `seed-tot models pull`"
-)
+def requires_real_models(test):
+    """Marks a test `real` (pytest -m real selects them) and skips it unless SEED_TOT_REAL_MODELS=1."""
+    skip = pytest.mark.skipif(not real_models_enabled(), reason="set SEED_TOT_REAL_MODELS=1 after `seed-tot models pull`")
+    return pytest.mark.real(skip(test))

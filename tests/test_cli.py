@@ -9,6 +9,8 @@ import pytest
 
 from seed_tot.observe.trace import load_trace
 
+pytestmark = pytest.mark.slow  # subprocess CLI runs
+
 SMALL = ["--tiny", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "6", "--value-max-new-tokens", "6"]
 
 

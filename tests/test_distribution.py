@@ -32,6 +32,8 @@ from seed_tot.decoding.verify import DraftTree, Verdict, verify_tree
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
 
+pytestmark = pytest.mark.slow  # 20,000-sample statistics
+
 VOCAB = 8
 PROMPT = [1, 2, 3, 1, 2]  # repeats an n-gram, so prompt lookup has something to propose
 SAMPLES = 20_000

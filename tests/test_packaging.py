@@ -8,6 +8,10 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a wheel build and install
+
 REPO = Path(__file__).resolve().parent.parent
 
 CHECK = textwrap.dedent(

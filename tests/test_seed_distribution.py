@@ -31,6 +31,8 @@ from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
 from seed_tot.scheduling.worker import TinyDraft
 from test_distribution import always_accept, resample_from_p
 
+pytestmark = pytest.mark.slow  # thousands of SEED requests
+
 VOCAB = 8
 NOISE = 0.1  # total variation between draft and target ~0.3 at T=1 (see test_distribution.py)
 PROMPT = [1, 2, 3, 1, 2]

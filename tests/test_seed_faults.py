@@ -29,6 +29,8 @@ from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
 from seed_tot.scheduling.worker import NamedDraft, TinyDraft
 
+pytestmark = pytest.mark.slow  # SEED worker faults
+
 REPO = Path(__file__).resolve().parents[1]
 
 
