@@ -53,8 +53,8 @@ BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
 BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram", "draft_slot_budget"}
 BATCHED_METHODS = {"batched", "batched-sd", "batched-mcsd", "batched-lookup"}
 # Problems searched at once when --concurrency is not given. The batched methods decode every
-# problem's rows in one forward, whose cost per row falls with its width (README, "Many problems at
-# once": on GSM8K 1-12 here, 16 at once gave 2.2-2.6x the tokens/s of 1 in two invocations, 1.26x
+# problem's rows in one forward, whose cost per row falls with its width (docs/many_problems.md:
+# on GSM8K 1-12 here, 16 at once gave 2.2-2.6x the tokens/s of 1 in two invocations, 1.26x
 # that of 8, at 8.2 GiB peak RSS); the other methods run requests one after another, so more
 # problems at once would only delay each one's result.
 BATCHED_CONCURRENCY = 16
