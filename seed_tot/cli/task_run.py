@@ -303,7 +303,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
     if draft is not None:
         models["draft_dtype"] = str(draft.dtype).removeprefix("torch.")
-    extra_config = {"method": opts.method, "dtype": dtype, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
+    extra_config = {"method": opts.method, "dtype": dtype, "flush_subnormals": target.flushes_subnormals, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
     interrupted = False
     search = search_cls(task, executor, formatter, search_config)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)

@@ -34,6 +34,13 @@ def refuse_overflow(logits: torch.Tensor, name: str) -> None:
         )
 
 
+def flush_subnormals(device: torch.device) -> bool:
+    """Flush subnormal floats to zero for CPU arithmetic (process-wide); True where it took effect.
+    A model whose activations reach the subnormal range (below ~1e-38 in float32) otherwise runs
+    every such product through the CPU's slow microcode path: tens of times slower."""
+    return device.type == "cpu" and bool(torch.set_flush_denormal(True))
+
+
 class ModelRunner:
     """Forward passes over a KV cache, with optional custom 4-D masks and positions."""
 
@@ -45,6 +52,7 @@ class ModelRunner:
         self.forward_count = 0
         self.token_slots = 0  # token positions computed by all forwards, pads included
         self.pad_slots = 0  # of which pads (counted by the ragged batches that add them)
+        self.flushes_subnormals = flush_subnormals(self.device)
 
     @property
     def device(self) -> torch.device:
