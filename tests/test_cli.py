@@ -76,6 +76,8 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--cot-samples", "-1"], "--cot-samples"),
         (["--method-option", "batched_verify"], "NAME=VALUE"),
         (["--tiny", "--method", "batched", "--method-option", "no_such=1"], "no_such"),
+        (["--tiny", "--method", "fastcot"], "add --temperature 0 --value-temperature 0"),
+        (["--tiny", "--method", "fastcot", "--temperature", "0"], "add --value-temperature 0,"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
@@ -84,6 +86,15 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
     message = proc.stderr.strip().splitlines()
     assert message and "Traceback" not in proc.stderr
     assert needle in message[-1]
+
+
+@pytest.mark.parametrize("method", ["lookahead", "jacobi"])
+def test_inner_decoders_run_with_the_default_sampling(tmp_path, method):
+    out = tmp_path / "run"
+    # sampled thoughts and values (the defaults); no chain of thought, whose budget is long
+    proc = seed_tot("gsm8k", *SMALL, "--method", method, "--no-cot", "--limit", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((out / "results.jsonl").read_text())["new_tokens"] > 0
 
 
 def test_missing_default_models_hint(tmp_path, monkeypatch):

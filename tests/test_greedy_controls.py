@@ -13,24 +13,21 @@ import seed_tot.decoding.jacobi as jacobi
 import seed_tot.decoding.lookahead as lookahead
 import seed_tot.decoding.speculative as speculative
 import seed_tot.scheduling.batched as batched
+from seed_tot.decoding.verify import Verdict
 from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
 from test_batched import reference, requests_for
 from test_distribution import always_accept
 from test_jacobi import check_equal_to_reference, prompt_cases
 
 
-def accept_every_guess(guesses: list[int], outputs: list[int]) -> int:
-    """WRONG: Jacobi keeps every guess, matched or not."""
-    return len(guesses)
-
-
-def follow_first_branch(tokens: list[int], parents: list[int], root_next: int, node_next: list[int]) -> list[int]:
-    """WRONG: lookahead accepts the trie's first branch without checking it against the outputs."""
+def follow_first_branch(tokens, parents, logits, temperature, top_p, generator) -> Verdict:
+    """WRONG: accept the guesses' first branch (every Jacobi guess, the trie's first n-gram)
+    without checking it against the target's outputs."""
     path, node = [], -1
     while (child := next((j for j, p in enumerate(parents) if p == node), None)) is not None:
         path.append(child)
         node = child
-    return path
+    return Verdict(path, [tokens[i] for i in path], int(logits[1 + node].argmax()))
 
 
 def test_serial_speculative_check_catches_always_accept(tiny_pair, monkeypatch):
@@ -55,13 +52,13 @@ def test_batched_speculative_check_catches_always_accept(tiny_pair, monkeypatch,
 
 
 def test_jacobi_check_catches_accepting_unmatched_guesses(tiny_pair, monkeypatch):
-    monkeypatch.setattr(jacobi, "matched_prefix", accept_every_guess)
+    monkeypatch.setattr(jacobi, "verify_guesses", follow_first_branch)
     with pytest.raises(AssertionError):
         check_equal_to_reference(jacobi.jacobi_decode, tiny_pair[1], prompt_cases(20, seed=11), block_size=4)
 
 
 def test_lookahead_check_catches_unverified_ngrams(tiny_pair, monkeypatch):
-    monkeypatch.setattr(lookahead, "greedy_trie_walk", follow_first_branch)
+    monkeypatch.setattr(lookahead, "verify_guesses", follow_first_branch)
     with pytest.raises(AssertionError):
         check_equal_to_reference(
             lookahead.lookahead_decode, tiny_pair[1], prompt_cases(20, seed=3), window=4, ngram=3, candidates=4

@@ -5,7 +5,7 @@ import torch
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
-from seed_tot.decoding.jacobi import jacobi_decode, matched_prefix, refill
+from seed_tot.decoding.jacobi import jacobi_decode, refill
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.runtime import ModelRunner
 
@@ -86,18 +86,13 @@ def test_jacobi_stats_count_forwards_and_guesses(tiny_pair):
     assert stats.wall_seconds > 0
 
 
-def test_jacobi_refuses_sampling_and_bad_block(tiny_pair):
-    with pytest.raises(ConfigError, match="greedy-only"):
-        jacobi_decode(tiny_pair[1], [1, 2, 3], DecodeConfig(temperature=0.7))
+def test_jacobi_refuses_a_bad_block(tiny_pair):
     with pytest.raises(ConfigError, match="block size"):
         jacobi_decode(tiny_pair[1], [1, 2, 3], DecodeConfig(), block_size=0)
     with pytest.raises(SeedTotError, match="empty"):
         jacobi_decode(tiny_pair[1], [], DecodeConfig())
 
 
-def test_matched_prefix_and_refill():
-    assert matched_prefix([5, 6, 7], [5, 6, 9, 1]) == 2
-    assert matched_prefix([5, 6, 7], [4, 6, 7, 1]) == 0
-    assert matched_prefix([], [3]) == 0
+def test_refill():
     assert refill([1, 2], 4) == [1, 2, 2, 2]
     assert refill([1, 2, 3], 2) == [1, 2]

@@ -9,11 +9,11 @@ from seed_tot.decoding.lookahead import (
     NGramPool,
     NGramPoolDrafter,
     build_trie,
-    greedy_trie_walk,
     lookahead_decode,
     window_parents,
 )
 from seed_tot.decoding.speculative import speculative_decode_with
+from seed_tot.decoding.verify import verify_guesses
 from seed_tot.errors import ConfigError
 from seed_tot.runtime import tree_attention_mask, tree_position_ids
 from conftest import requires_real_models
@@ -101,15 +101,16 @@ def test_window_collects_ngrams_once_full():
 def test_trie_merges_shared_prefixes_and_walks_greedily():
     tokens, parents = build_trie([(5, 6, 7), (5, 6, 8), (9,)], max_depth=3)
     assert tokens == [5, 6, 7, 8, 9] and parents == [-1, 0, 1, 1, -1]
-    # greedy after root is 5, after node0 is 6, after node1 is 8 -> path 0, 1, 3
-    assert greedy_trie_walk(tokens, parents, 5, [6, 8, 0, 0, 0]) == [0, 1, 3]
-    assert greedy_trie_walk(tokens, parents, 4, [6, 8, 0, 0, 0]) == []
+    # greedy after root is 5, after node0 is 6, after node1 is 8 -> path 0, 1, 3, then node 3's argmax
+    logits = torch.nn.functional.one_hot(torch.tensor([5, 6, 8, 0, 2, 0]), 10).float()
+    verdict = verify_guesses(tokens, parents, logits, 0.0, 1.0, torch.Generator())
+    assert verdict.accepted_nodes == [0, 1, 3] and verdict.accepted_tokens == [5, 6, 8] and verdict.next_token == 2
+    logits[0] = torch.nn.functional.one_hot(torch.tensor(4), 10).float()
+    assert verify_guesses(tokens, parents, logits, 0.0, 1.0, torch.Generator()).accepted_nodes == []
     assert build_trie([(5, 6, 7)], max_depth=1) == ([5], [-1])
 
 
-def test_lookahead_refuses_sampling_and_bad_settings(tiny_pair):
-    with pytest.raises(ConfigError, match="greedy-only"):
-        lookahead_decode(tiny_pair[1], [1, 2], DecodeConfig(temperature=1.0))
+def test_lookahead_refuses_bad_settings(tiny_pair):
     with pytest.raises(ConfigError, match="N >= 2"):
         lookahead_decode(tiny_pair[1], [1, 2], DecodeConfig(), ngram=1)
 

@@ -93,3 +93,35 @@ def test_identity_check_catches_a_wrong_match_rule(target8, monkeypatch):
     monkeypatch.setattr(batched, "verify_tree", match_then_redraw)
     reqs = requests(6)
     assert [r.token_ids for r in lookup_executor(target8).run(reqs)] != ar_tokens(target8, reqs)
+
+
+# Lookahead and Jacobi decoding sample with the same one-hot rule (verify_guesses).
+
+def inner_decoders():
+    import seed_tot.decoding.jacobi as jacobi
+    import seed_tot.decoding.lookahead as lookahead
+
+    return {
+        "lookahead": (lookahead, lambda t, r: lookahead.lookahead_decode(t, r.prompt_ids, r.config, r.seed, window=3,
+                                                                          ngram=3, candidates=3)),
+        "jacobi": (jacobi, lambda t, r: jacobi.jacobi_decode(t, r.prompt_ids, r.config, r.seed, block_size=4)),
+    }
+
+
+@pytest.mark.parametrize("name", ["lookahead", "jacobi"])
+def test_sampled_inner_decoders_equal_autoregressive_sampling(target8, name):
+    _, decode = inner_decoders()[name]
+    reqs = requests(6)
+    outs = [decode(target8, r) for r in reqs]
+    assert sum(o.stats.draft_tokens_accepted for o in outs) > 5  # guesses did replace target steps
+    assert [o.token_ids for o in outs] == ar_tokens(target8, reqs)
+
+
+@pytest.mark.parametrize("name", ["lookahead", "jacobi"])
+def test_inner_decoder_identity_check_catches_a_wrong_match_rule(target8, monkeypatch, name):
+    import seed_tot.decoding.verify as verify
+
+    module, decode = inner_decoders()[name]
+    monkeypatch.setattr(verify, "verify_tree", match_then_redraw)  # what verify_guesses calls when sampling
+    reqs = requests(6)
+    assert [decode(target8, r).token_ids for r in reqs] != ar_tokens(target8, reqs)

@@ -159,6 +159,12 @@ def _check_numbers(opts: TaskRunOptions) -> None:
             raise ConfigError(f"{name} must be 0 (greedy) or positive (got {value}).")
     if not 0 < opts.top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1] (got {opts.top_p}).")
+    sampled = [name for name, value in [("--temperature", opts.temperature), ("--value-temperature", opts.value_temperature)] if value > 0]
+    if opts.method == "fastcot" and sampled:
+        raise ConfigError(
+            f"--method fastcot decodes greedily only (it is approximate by design): add "
+            f"{' '.join(f'{name} 0' for name in sampled)}, or use --method lookahead or jacobi, which also sample."
+        )
 
 
 def output_dir(task_name: str, opts: TaskRunOptions) -> Path:

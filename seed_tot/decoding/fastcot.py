@@ -88,10 +88,11 @@ def jacobi_iterations(
     sink = TokenSink(stop_criteria(target, config))
     cache, pending = start_pending(target, prompt_ids)
     buffer = initial_guesses(init_ids, 2 * window)
+    unused = torch.Generator()  # FastCoT is greedy: verify_guesses draws nothing
     iteration = 0
     while True:
         n_guesses = min(window, sink.remaining - 1)
-        step = jacobi_step(target, cache, pending, buffer[:n_guesses])
+        step = jacobi_step(target, cache, pending, buffer[:n_guesses], config, unused)
         iteration += 1
         stats.draft_tokens_proposed += n_guesses
         stats.draft_tokens_accepted += step.matched

@@ -1,11 +1,12 @@
-"""Jacobi decoding: exact greedy fixed-point iteration over blocks of tokens, no draft model.
+"""Jacobi decoding: exact fixed-point iteration over blocks of tokens, no draft model.
 
 Each iteration runs ONE forward over [pending token] + (block_size - 1) guessed tokens on top
-of the KV cache. Output j is the greedy token after input j, so the outputs are exact for as
-long as the guesses agree with them: the first output is always exact, then every guess that
-equals the output before it makes the next output exact too. The accepted tokens' KV entries
-stay in the cache, the rest is rolled back, and the remaining outputs become the next guesses
-(the Jacobi update). Greedy output is token-identical to autoregressive decoding.
+of the KV cache. The guesses are one-hot proposals verified against the target's outputs
+(verify_guesses): greedy keeps every guess equal to the argmax before it, sampling draws one
+token per position and keeps the guesses it hits. The accepted tokens' KV entries stay in the
+cache, the rest is rolled back, and the argmax outputs after them become the next guesses (the
+Jacobi update). Output is token-identical to autoregressive decoding with the same seed,
+greedy or sampled.
 
 The helpers at the top (greedy-only check, the pending-token start, the token sink) are shared
 by lookahead.py and fastcot.py.
@@ -21,6 +22,7 @@ import torch
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput, StopCriteria
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
+from seed_tot.decoding.verify import verify_guesses
 from seed_tot.errors import ConfigError
 from seed_tot.requests import FinishReason, GenerationStats
 from seed_tot.runtime import KVCache, ModelRunner, cache_length, rollback
@@ -65,14 +67,6 @@ class TokenSink:
         return self.stop.max_new_tokens - len(self.token_ids)
 
 
-def matched_prefix(guesses: list[int], outputs: list[int]) -> int:
-    """Number k of leading guesses equal to the output before them (outputs[j] follows input j)."""
-    k = 0
-    while k < len(guesses) and guesses[k] == outputs[k]:
-        k += 1
-    return k
-
-
 def initial_guesses(prompt_ids: list[int], length: int) -> list[int]:
     """First Jacobi guesses: the prompt's tokens cycled (as FastCoT does with the question)."""
     return [prompt_ids[i % len(prompt_ids)] for i in range(length)]
@@ -92,14 +86,19 @@ class JacobiStep:
     matched: int  # how many guesses were correct
 
 
-def jacobi_step(target: ModelRunner, cache: KVCache, pending: int, guesses: list[int]) -> JacobiStep:
+def jacobi_step(
+    target: ModelRunner, cache: KVCache, pending: int, guesses: list[int], config: DecodeConfig,
+    generator: torch.Generator,
+) -> JacobiStep:
     """One forward over [pending] + guesses; keep the cache of the accepted tokens only."""
     past = cache_length(cache)
     logits = target.forward(torch.tensor([[pending] + guesses], dtype=torch.long), cache)[0]
-    outputs = logits.argmax(-1).tolist()
-    k = matched_prefix(guesses, outputs)
-    rollback(cache, past + 1 + k)  # pending + the k correct guesses
-    return JacobiStep(accepted=outputs[: k + 1], next_guesses=outputs[k + 1 :], matched=k)
+    chain = list(range(-1, len(guesses) - 1))
+    verdict = verify_guesses(guesses, chain, logits, config.temperature, config.top_p, generator)
+    k = len(verdict.accepted_nodes)
+    rollback(cache, past + 1 + k)  # pending + the k accepted guesses
+    next_guesses = logits[k + 1 :].argmax(-1).tolist()
+    return JacobiStep(accepted=verdict.accepted_tokens + [verdict.next_token], next_guesses=next_guesses, matched=k)
 
 
 def jacobi_decode(
@@ -109,22 +108,20 @@ def jacobi_decode(
     seed: int = 0,
     block_size: int = 4,
 ) -> DecodeOutput:
-    """Greedy Jacobi decoding with blocks of `block_size` tokens (1 pending + block_size - 1 guesses).
-
-    `seed` is unused (the method is deterministic); it is accepted for the common decoder signature.
-    """
-    require_greedy(config, "Jacobi decoding")
+    """Jacobi decoding with blocks of `block_size` tokens (1 pending + block_size - 1 guesses);
+    sampled with `seed` as autoregressive decoding samples."""
     prompt_ids = check_prompt(prompt_ids)
     if block_size < 1:
         raise ConfigError(f"Jacobi block size {block_size} is too small: use 1 or more tokens.")
     started, forwards_before = time.perf_counter(), target.forward_count
     stats = GenerationStats()
     sink = TokenSink(stop_criteria(target, config))
+    generator = torch.Generator().manual_seed(seed)
     cache, pending = start_pending(target, prompt_ids)
     guesses = initial_guesses(prompt_ids, block_size - 1)
     while True:
         n_guesses = min(block_size - 1, sink.remaining - 1)
-        step = jacobi_step(target, cache, pending, guesses[:n_guesses])
+        step = jacobi_step(target, cache, pending, guesses[:n_guesses], config, generator)
         stats.draft_tokens_proposed += n_guesses
         stats.draft_tokens_accepted += step.matched
         if sink.extend(step.accepted):

@@ -1,4 +1,4 @@
-"""Lookahead decoding (Fu et al. 2023): exact greedy decoding without a draft model.
+"""Lookahead decoding (Fu et al. 2023): exact decoding without a draft model.
 
 Every step is ONE forward over a token tree rooted at the pending token x0 (the last accepted
 token, not yet in the KV cache):
@@ -12,9 +12,11 @@ token, not yet in the KV cache):
 * verification branch: up to G pool n-grams whose first token is x0, merged into a trie under
   x0 (each candidate is causal within itself, candidates sharing a prefix share its nodes).
 
-The branches cannot see each other because they are different subtrees. The longest trie path
-whose tokens equal the target's greedy outputs is accepted, plus one bonus token; the KV entries
-of every other node are dropped. Output equals greedy autoregressive decoding.
+The branches cannot see each other because they are different subtrees. The trie's n-grams are
+one-hot proposals verified against the target (verify_guesses): greedy accepts the longest path
+whose tokens equal the argmax before them, sampling draws one token per position and follows the
+child it hits; plus one token after the path. The KV entries of every other node are dropped.
+Output equals autoregressive decoding with the same seed, greedy or sampled.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from dataclasses import dataclass, field
 import torch
 
 from seed_tot.config import DecodeConfig
-from seed_tot.decoding.jacobi import TokenSink, require_greedy, start_pending
+from seed_tot.decoding.jacobi import TokenSink, start_pending
 from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.sampling import one_hot
 from seed_tot.decoding.speculative import check_prompt, stop_criteria
-from seed_tot.decoding.verify import DraftTree
+from seed_tot.decoding.verify import DraftTree, verify_guesses
 from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationStats
 from seed_tot.runtime import (
@@ -94,21 +96,6 @@ def build_trie(candidates: list[tuple[int, ...]], max_depth: int) -> tuple[list[
     return tokens, parents
 
 
-def greedy_trie_walk(tokens: list[int], parents: list[int], root_next: int, node_next: list[int]) -> list[int]:
-    """Trie nodes along the longest path whose tokens equal the greedy outputs before them.
-
-    `root_next` is the greedy token after the root, `node_next[j]` the greedy token after node j.
-    """
-    path: list[int] = []
-    node, expected = -1, root_next
-    while True:
-        match = next((j for j, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == expected), None)
-        if match is None:
-            return path
-        path.append(match)
-        node, expected = match, node_next[match]
-
-
 def window_parents(levels: int, width: int) -> list[int]:
     """Parents of the lookahead window's nodes (level-major), indices in the step input (x0 = 0)."""
     parents = []
@@ -154,7 +141,8 @@ class LookaheadStep:
 
 
 def lookahead_step(
-    target: ModelRunner, cache, pending: int, levels: list[list[int]], trie_tokens: list[int], trie_parents: list[int]
+    target: ModelRunner, cache, pending: int, levels: list[list[int]], trie_tokens: list[int], trie_parents: list[int],
+    config: DecodeConfig, generator: torch.Generator,
 ) -> LookaheadStep:
     """ONE forward over x0 + window + trie; keep the cache of x0 and the accepted trie path only."""
     past = cache_length(cache)
@@ -172,15 +160,15 @@ def lookahead_step(
         attention_mask=tree_attention_mask(parents, past, target.dtype),
         logits_to_keep=torch.tensor([needed], dtype=torch.long),
     )[0]
-    greedy = logits.argmax(-1).tolist()  # rows: x0, the W top-level nodes, the trie nodes
-    trie_greedy = greedy[1 + width :]
-    path = greedy_trie_walk(trie_tokens, trie_parents, greedy[0], trie_greedy)
+    # rows: x0, the W top-level nodes, the trie nodes
+    verify_rows = torch.cat([logits[:1], logits[1 + width :]])
+    verdict = verify_guesses(trie_tokens, trie_parents, verify_rows, config.temperature, config.top_p, generator)
+    path = verdict.accepted_nodes
     if path:
         keep_positions(cache, past + 1, [past + trie_offset + j for j in path])
     else:
         rollback(cache, past + 1)
-    accepted = [trie_tokens[j] for j in path] + [trie_greedy[path[-1]] if path else greedy[0]]
-    return LookaheadStep(accepted, len(path), greedy[1 : 1 + width])
+    return LookaheadStep(verdict.accepted_tokens + [verdict.next_token], len(path), logits[1 : 1 + width].argmax(-1).tolist())
 
 
 def lookahead_decode(
@@ -194,11 +182,11 @@ def lookahead_decode(
     seed_pool_from_prompt: bool = True,
     pool_per_key: int = 64,
 ) -> DecodeOutput:
-    """Greedy lookahead decoding with window W=`window`, n-gram size N=`ngram`, G=`candidates` (default W).
+    """Lookahead decoding with window W=`window`, n-gram size N=`ngram`, G=`candidates` (default W).
 
-    `seed` only picks the prompt tokens that initialise the window; the output does not depend on it.
+    `seed` seeds the sampling (as in autoregressive decoding) and picks the prompt tokens that
+    initialise the window; the window changes the speed, never the output.
     """
-    require_greedy(config, "Lookahead decoding")
     prompt_ids = check_prompt(prompt_ids)
     max_candidates = window if candidates is None else candidates
     if window < 1 or ngram < 2 or max_candidates < 0:
@@ -212,11 +200,12 @@ def lookahead_decode(
     if seed_pool_from_prompt:
         pool.add_sequence(prompt_ids)
     lookahead = initial_window(prompt_ids, window, ngram, seed)
+    generator = torch.Generator().manual_seed(seed)
     cache, pending = start_pending(target, prompt_ids)
     while True:
         # A step emits at most depth + 1 tokens: deeper candidates than the budget are wasted.
         trie_tokens, trie_parents = build_trie(pool.candidates(pending, max_candidates), max(0, sink.remaining - 1))
-        step = lookahead_step(target, cache, pending, lookahead.levels, trie_tokens, trie_parents)
+        step = lookahead_step(target, cache, pending, lookahead.levels, trie_tokens, trie_parents, config, generator)
         stats.draft_tokens_proposed += len(trie_tokens)
         stats.draft_tokens_accepted += step.matched
         lookahead.advance(step.window_outputs, pool)

@@ -25,6 +25,7 @@ import torch
 from seed_tot.decoding.sampling import (
     accept_probability,
     one_hot,
+    probabilities,
     residual,
     sample,
     uniform,
@@ -108,3 +109,25 @@ def _try_children(
             return child, -1
         p = residual(p, q)
     return None, sample(p, generator)
+
+
+def verify_guesses(
+    tokens: list[int], parents: list[int], logits: torch.Tensor, temperature: float, top_p: float,
+    generator: torch.Generator,
+) -> Verdict:
+    """Guessed tokens (a tree of one-hot proposals: n-grams, Jacobi guesses) against the target's
+    logits, row 0 after the pending token and row 1 + i after guess i. Greedy follows the argmax
+    and draws nothing, as autoregressive greedy decoding does; sampling draws one token per
+    emitted token (verify_tree's deterministic rule), so either output equals autoregressive
+    decoding with the same seed."""
+    if temperature == 0.0:
+        best = logits.argmax(-1).tolist()
+        node, path = -1, []
+        while (child := next((c for c, p in enumerate(parents) if p == node and tokens[c] == best[1 + node]), None)) is not None:
+            path.append(child)
+            node = child
+        return Verdict(path, [tokens[i] for i in path], best[1 + node])
+    tree = DraftTree()
+    for token, parent in zip(tokens, parents, strict=True):
+        tree.add(token, parent, one_hot(token, logits.shape[-1]))
+    return verify_tree(tree, probabilities(logits, temperature, top_p), generator)
