@@ -1,4 +1,4 @@
-"""`seed-tot trace show|plot FILE`: read a trace back as text or pictures."""
+"""`seed-tot trace show|plot|view`: read a trace (or a whole run) back as text, pictures or a web page."""
 
 from __future__ import annotations
 
@@ -51,3 +51,14 @@ def plot(file: str, out_dir: str | None) -> None:
         click.echo("no scheduler events in this trace (run with --method seed to record them)")
     for path in written:
         click.echo(f"wrote {path}")
+
+
+@trace.command("view")
+@click.argument("source", type=click.Path())
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False), default=None, help="HTML file to write (default: FILE.html beside the trace, or RUN_DIR/index.html).")
+def view(source: str, out: str | None) -> None:
+    """Write one self-contained HTML page (works offline) that draws a trace's tree, or, given a
+    run directory, lists its problems and links each to its tree."""
+    from seed_tot.observe.html_view import write_view
+
+    click.echo(f"wrote {write_view(source, out)}")
