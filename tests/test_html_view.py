@@ -29,9 +29,9 @@ def test_every_node_is_embedded_with_its_marks():
     assert [i for i, n in nodes.items() if n["final"]] == [5]
     assert nodes[9]["cot"] == "greedy" and nodes[10]["cot"] == "sample" and nodes[10]["cot_sample"] == 1
     assert [i for i, n in nodes.items() if n["cot"]] == [9, 10]
-    assert nodes[7]["rejected"] == "wrong arithmetic: 9 * 3 = 26"
+    assert nodes[7]["rejected"] == "wrong arithmetic: 9 * 3 = 20"
     assert nodes[8]["finish_reason"] == "length"
-    assert {i: n["answer"] for i, n in nodes.items() if n["kind"] == "answer"} == {5: "18", 6: "18", 7: "27", 9: "18", 10: "20"}
+    assert {i: n["answer"] for i, n in nodes.items() if n["kind"] == "answer"} == {5: "18", 6: "18", 7: "20", 9: "18", 10: "20"}
     assert nodes[3]["generation"]["draft_tokens_accepted"] == 6 and nodes[3]["raw_values"] == ["Verdict: sure", "Verdict: likely"]
     assert nodes[1]["seeds"] == {"thought": str(2**62 + 1)}  # as text: a JS number would round it
     assert nodes[1]["info"] == {"bfs_step": 1, "selected": True}
@@ -39,7 +39,7 @@ def test_every_node_is_embedded_with_its_marks():
 
 def test_vote_panel_lists_each_answer_with_the_nodes_behind_it():
     vote = trace_page_data(viewer_trace())["vote"]
-    # node 7 answered 27 but a rule rejected it: it casts no vote and sits behind no answer
+    # node 7 answered 20 but a rule rejected it: it casts no vote and sits behind no answer
     assert vote["answers"] == [
         {"answer": "18", "votes": 3, "nodes": [5, 6, 9], "winner": True},
         {"answer": "20", "votes": 1, "nodes": [10], "winner": False},
