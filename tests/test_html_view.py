@@ -170,3 +170,21 @@ def test_cli_bad_input_is_one_sentence(tmp_path):
         assert result.exit_code == 2, result.output
         assert "Traceback" not in result.output and says in result.output
         assert len(result.output.strip().splitlines()) == 1
+
+
+def test_png_plot_labels_answers_and_sets_chains_of_thought_apart(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from seed_tot.observe.trace_view import plot_tree
+
+    saved = []
+    real_savefig = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (saved.append(self), real_savefig(self, *a, **k))[1])
+    plot_tree(viewer_trace(), tmp_path / "tree.png")
+    axes = saved[0].axes[0]
+    labels = [text.get_text() for text in axes.texts]
+    assert sorted(label for label in labels if label in ("18", "20")) == ["18", "18", "18", "20", "20"]  # nodes 5, 6, 9; 7, 10
+    assert "chains of thought" in labels
+    positions = {int(t.get_text()): t.get_position() for t in axes.texts if t.get_text().isdigit() and len(t.get_text()) <= 2 and t.get_color() == "white"}
+    tree_right = max(x for node, (x, _) in positions.items() if node not in (9, 10))
+    assert min(positions[9][0], positions[10][0]) > tree_right  # the chains sit to the right of the tree

@@ -17,6 +17,7 @@ from typing import Any
 
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import StatsRecord, Trace, load_trace
+from seed_tot.observe.trace_view import node_answers
 from seed_tot.scheduling.events import TARGET, Event, intervals
 
 _DATA_MARK = "/*SEED_TOT_DATA*/"
@@ -30,27 +31,6 @@ _GANTT_SPANS = [  # (event that opens a bar, event that closes it, what the bar 
 
 def _stats(record: StatsRecord | None) -> dict | None:
     return None if record is None else record.model_dump()
-
-
-def _answer_reader(trace: Trace):
-    """A function node state -> the answer the task reads in it, or None when the trace's task
-    is not a built-in one (a custom task's answers cannot be re-read from the trace alone)."""
-    try:
-        from tasks import get_task
-        from tasks.base import Problem
-
-        task = get_task(trace.task)
-    except (ImportError, SeedTotError):
-        return lambda state: None
-    problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold)
-
-    def read(state: str) -> str | None:
-        try:
-            return task.extract_answer(problem, state)
-        except Exception:  # best effort: a state the task cannot parse shows no answer
-            return None
-
-    return read
 
 
 def _counts_in_vote(node: dict) -> bool:
@@ -125,7 +105,7 @@ def _gantt(trace: Trace) -> dict | None:
 
 def trace_page_data(trace: Trace) -> dict[str, Any]:
     """Everything the page draws for one trace: nodes with their marks, the vote, the schedule."""
-    read_answer = _answer_reader(trace)
+    answers = node_answers(trace)
     chosen = set(trace.chosen_path)
     final_node = (trace.selection or {}).get("node_id", trace.chosen_path[-1] if trace.chosen_path else None)
     nodes = []
@@ -140,7 +120,7 @@ def trace_page_data(trace: Trace) -> dict[str, Any]:
                 "depth": record.depth,
                 "kind": record.kind,
                 "thought": record.thought,
-                "answer": read_answer(record.state) if record.kind == "answer" else None,
+                "answer": answers[record.id],
                 "value": record.value,
                 "value_parsed": record.value_parsed,
                 "raw_values": list(record.raw_values),
