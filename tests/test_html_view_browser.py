@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from browser import Browser, find_chromium
 from test_html_view import write_run
-from viewer_helpers import ODD_THOUGHT, viewer_trace
+from viewer_helpers import ODD_THOUGHT, viewer_trace, wide_trace
 
 from seed_tot.observe.html_view import write_view
 from seed_tot.observe.trace import write_trace
@@ -87,3 +87,25 @@ def test_run_index_in_chromium(tmp_path, browser, record_property):
     assert browser.evaluate("document.querySelector('header h1').textContent") == "gsm8k · gsm8k-other"
     browser.click("header a.back")
     browser.wait("document.querySelectorAll('#run-table tr.problem').length === 3")
+
+
+def test_big_tree_opens_on_the_chosen_path_and_expands_without_overlaps(tmp_path, browser, record_property):
+    trace = wide_trace(branch=4, depth=4)  # 341 nodes
+    page = write_view(write_trace(tmp_path / "big.json", trace), tmp_path / "big.html")
+    browser.open(page.as_uri(), ready="document.querySelector('svg#tree g.node')")
+    drawn = "[...document.querySelectorAll('svg#tree g.node')].map(g => +g.dataset.id)"
+    expected = {0} | {n.id for n in trace.nodes if n.parent in trace.chosen_path}
+    assert sorted(browser.evaluate(drawn)) == sorted(expected)  # every other subtree starts collapsed
+
+    browser.click("button#expand-all")
+    assert len(browser.evaluate(drawn)) == len(trace.nodes) == 341
+    boxes = browser.evaluate(
+        "[...document.querySelectorAll('svg#tree g.node')].map(g => { const r = g.querySelector('.shape').getBoundingClientRect();"
+        " return [+g.dataset.id, r.left, r.right]; })"
+    )
+    depth = {n.id: n.depth for n in trace.nodes}
+    for level in range(1, 5):
+        row = sorted((left, right) for node, left, right in boxes if depth[node] == level)
+        assert all(a[1] <= b[0] for a, b in zip(row, row[1:])), f"nodes overlap at depth {level}"
+    shot = browser.screenshot(screenshot_dir(tmp_path) / "viewer-big.png")
+    record_property("screenshot", str(shot))

@@ -4,7 +4,7 @@ a vote of 3 to 1, and one thought full of text that must reach the page escaped 
 
 from __future__ import annotations
 
-from seed_tot.observe.trace import MetricsRecord, NodeRecord, StatsRecord, Trace
+from seed_tot.observe.trace import EdgeRecord, MetricsRecord, NodeRecord, StatsRecord, Trace
 
 ODD_THOUGHT = (
     '</script><script>window.__viewer_pwned = 1</script><b class="injected">bold?</b> '
@@ -76,3 +76,28 @@ def viewer_trace(thought_of_node_4: str = ODD_THOUGHT) -> Trace:
         selection={"answer": "18", "node_id": 5, "method": "vote", "votes": {"18": 3, "20": 1},
                    "cot_answer": "18", "search_answer": "18"},
     )
+
+
+def wide_trace(branch: int, depth: int) -> Trace:
+    """A full tree (`branch` children per node, answer leaves at `depth`) whose chosen path
+    follows the first child at every level: the shape of a big MCTS trace."""
+    trace = viewer_trace("x")
+    nodes, frontier, next_id = [_node(0, None, 0, "root")], [0], 1
+    for level in range(1, depth + 1):
+        grown = []
+        for parent in frontier:
+            for _ in range(branch):
+                kind = "answer" if level == depth else "thought"
+                nodes.append(_node(next_id, parent, level, kind, thought=f"step {level}. The answer is {next_id % 7}.",
+                                   value=float(next_id % 5), info={"visits": 1 + next_id % 3, "return_sum": 0.5}))
+                grown.append(next_id)
+                next_id += 1
+        frontier = grown
+    chosen = [0]
+    for _ in range(depth):
+        chosen.append(next(n.id for n in nodes if n.parent == chosen[-1]))
+    trace.nodes = nodes
+    trace.edges = [EdgeRecord(source=n.parent, target=n.id) for n in nodes if n.parent is not None]
+    trace.chosen_path = chosen
+    trace.selection = None
+    return trace
