@@ -5,11 +5,10 @@ import json
 import re
 
 from click.testing import CliRunner
-from viewer_helpers import ODD_THOUGHT, viewer_trace
+from viewer_helpers import ODD_THOUGHT, viewer_trace, write_run
 
 from seed_tot.cli import main
 from seed_tot.observe.html_view import render_page, run_page_data, trace_page_data
-from seed_tot.observe.trace import write_trace
 
 
 def embedded_data(page: str) -> dict:
@@ -117,23 +116,6 @@ def test_odd_text_is_escaped_in_the_page_and_arrives_intact():
     assert "https://" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
 
 
-def write_run(tmp_path, with_results=True):
-    run = tmp_path / "run"
-    good, bad = viewer_trace(), viewer_trace()
-    bad.problem_id, bad.final_answer, bad.correct, bad.score = "gsm8k-other", "20", False, 0.0
-    write_trace(run / "traces" / "gsm8k-viewer.json", good)
-    write_trace(run / "traces" / "gsm8k-other.json", bad)
-    (run / "bench.json").write_text('{"not": "a trace"}')
-    if with_results:
-        rows = [
-            {"problem_id": "gsm8k-viewer", "method": "seed", "answer": "18", "gold": "18", "correct": True, "new_tokens": 120},
-            {"problem_id": "gsm8k-lost", "method": "seed", "answer": "3", "gold": "4", "correct": False, "new_tokens": 90},
-        ]
-        (run / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
-        (run / "runs.jsonl").write_text(json.dumps({"problems": 2, "method": "seed", "wall_seconds": 9.0}) + "\n")
-    return run
-
-
 def test_run_index_joins_results_with_traces(tmp_path):
     data = run_page_data(write_run(tmp_path))
     assert [(r["problem_id"], r["has_trace"]) for r in data["rows"]] == [
@@ -163,7 +145,7 @@ def test_cli_bad_input_is_one_sentence(tmp_path):
     (tmp_path / "empty").mkdir()
     for source, says in [
         (tmp_path / "missing.json", "does not exist"),
-        (tmp_path / "notes.json", "schema version"),
+        (tmp_path / "notes.json", "is not a seed-tot trace"),
         (tmp_path / "empty", "no results.jsonl and no trace files"),
     ]:
         result = CliRunner().invoke(main, ["trace", "view", str(source)])

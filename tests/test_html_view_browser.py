@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, find_chromium
-from test_html_view import write_run
-from viewer_helpers import ODD_THOUGHT, viewer_trace, wide_trace
+from viewer_helpers import ODD_THOUGHT, viewer_trace, wide_trace, write_run
 
 from seed_tot.observe.html_view import write_view
 from seed_tot.observe.trace import write_trace

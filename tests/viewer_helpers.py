@@ -4,7 +4,9 @@ a vote of 3 to 1, and one thought full of text that must reach the page escaped 
 
 from __future__ import annotations
 
-from seed_tot.observe.trace import EdgeRecord, MetricsRecord, NodeRecord, StatsRecord, Trace
+import json
+
+from seed_tot.observe.trace import EdgeRecord, MetricsRecord, NodeRecord, StatsRecord, Trace, write_trace
 
 ODD_THOUGHT = (
     '</script><script>window.__viewer_pwned = 1</script><b class="injected">bold?</b> '
@@ -101,3 +103,22 @@ def wide_trace(branch: int, depth: int) -> Trace:
     trace.chosen_path = chosen
     trace.selection = None
     return trace
+
+
+def write_run(tmp_path, with_results=True):
+    """A run directory: two traces, a JSON file that is not a trace, and (with_results) a
+    results.jsonl with a row whose trace is missing and a torn last line, and a runs.jsonl."""
+    run = tmp_path / "run"
+    good, bad = viewer_trace(), viewer_trace()
+    bad.problem_id, bad.final_answer, bad.correct, bad.score = "gsm8k-other", "20", False, 0.0
+    write_trace(run / "traces" / "gsm8k-viewer.json", good)
+    write_trace(run / "traces" / "gsm8k-other.json", bad)
+    (run / "bench.json").write_text('{"not": "a trace"}')
+    if with_results:
+        rows = [
+            {"problem_id": "gsm8k-viewer", "method": "seed", "answer": "18", "gold": "18", "correct": True, "new_tokens": 120},
+            {"problem_id": "gsm8k-lost", "method": "seed", "answer": "3", "gold": "4", "correct": False, "new_tokens": 90},
+        ]
+        (run / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
+        (run / "runs.jsonl").write_text(json.dumps({"problems": 2, "method": "seed", "wall_seconds": 9.0}) + "\n")
+    return run

@@ -29,21 +29,15 @@ def show(file: str, width: int) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Directory for the PNGs (default: beside FILE).")
 def plot(file: str, out_dir: str | None) -> None:
     """Render the tree as a PNG, and the scheduler Gantt chart and target utilization when recorded."""
+    from seed_tot.observe.html_view import scheduler_events
     from seed_tot.observe.plots import plot_schedule, plot_target_utilization
     from seed_tot.observe.trace_view import plot_tree
-    from seed_tot.scheduling.events import Event
 
     loaded = load_trace(file)
     base = Path(out_dir) if out_dir else Path(file).parent
     stem = Path(file).stem
     written = [plot_tree(loaded, base / f"{stem}.tree.png")]
-    events, offset = [], 0.0
-    for batch in loaded.batches:
-        if not batch.events:
-            continue
-        batch_events = [Event(**{**e, "time": e["time"] + offset}) for e in batch.events]
-        events.extend(batch_events)
-        offset = max(e.time for e in batch_events) + 0.05
+    events = scheduler_events(loaded)
     if events:
         written.append(plot_schedule(events, base / f"{stem}.schedule.png"))
         written.append(plot_target_utilization(events, base / f"{stem}.utilization.png"))
