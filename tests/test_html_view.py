@@ -48,9 +48,12 @@ def test_vote_panel_lists_each_answer_with_the_nodes_behind_it():
 
 def test_tie_rule_names_how_the_tie_was_broken():
     trace = viewer_trace()
-    trace.selection = {**trace.selection, "votes": {"18": 2, "20": 2}, "cot_answer": "20", "answer": "20"}
-    assert "greedy chain of thought" in trace_page_data(trace)["vote"]["rule"]
-    trace.selection = {**trace.selection, "cot_answer": "27", "answer": "18"}
+    trace.selection = {**trace.selection, "votes": {"18": 2, "20": 2}}
+    assert "greedy chain of thought" in trace_page_data(trace)["vote"]["rule"]  # node 9, the greedy chain, answered 18
+    trace.nodes[9].info["rejected"] = "wrong arithmetic: 9 * 2 = 20"  # a chain that did not vote breaks no tie
+    assert "highest value" in trace_page_data(trace)["vote"]["rule"]
+    trace.nodes[9].info.pop("rejected")
+    trace.selection = {**trace.selection, "cot_answer": "27"}
     assert "highest value" in trace_page_data(trace)["vote"]["rule"]
     trace.selection = {**trace.selection, "method": "search", "votes": {}}
     vote = trace_page_data(trace)["vote"]

@@ -50,11 +50,12 @@ def _vote_panel(trace: Trace, nodes: list[dict]) -> dict | None:
     top = max(votes.values(), default=0)
     tied = sorted(answer for answer, count in votes.items() if count == top)
     cot_answer = selection.get("cot_answer")
+    greedy = next((node for node in nodes if node["cot"] == "greedy"), None)
     if selection.get("method") != "vote":
         rule = "No vote: the node the search chose gives the answer."
     elif len(tied) < 2:
         rule = "Majority: the answer with the most votes wins."
-    elif cot_answer in tied:
+    elif greedy is not None and _counts_in_vote(greedy) and cot_answer in tied:  # a chain that did not vote breaks no tie
         rule = f"Tie between {len(tied)} answers: it goes to the greedy chain of thought's answer."
     else:
         rule = f"Tie between {len(tied)} answers: it goes to the answer whose best node has the highest value."
@@ -69,6 +70,7 @@ def _vote_panel(trace: Trace, nodes: list[dict]) -> dict | None:
         "tied": tied if len(tied) > 1 else [],
         "cot_answer": cot_answer,
         "search_answer": selection.get("search_answer"),
+        "search_node_id": selection.get("search_node_id"),  # recorded by newer traces only
         "node_id": selection.get("node_id"),
     }
 

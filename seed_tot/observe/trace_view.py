@@ -61,7 +61,9 @@ def node_answers(trace: Trace) -> dict[int, str | None]:
         task = get_task(trace.task)
     except (ImportError, SeedTotError):
         return {node.id: None for node in trace.nodes}
-    problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold)
+    # newer traces keep the problem's task data (e.g. Blocksworld's PDDL) beside question and gold
+    meta = getattr(trace, "problem_meta", None) or {}
+    problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold, meta=dict(meta))
 
     def read(state: str) -> str | None:
         try:
