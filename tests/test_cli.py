@@ -118,6 +118,8 @@ def test_trace_show_and_plot(tmp_path):
     plotted = seed_tot("trace", "plot", str(trace_file), "--out", str(tmp_path / "png"))
     assert plotted.returncode == 0
     assert (tmp_path / "png" / "gsm8k-1.tree.png").stat().st_size > 1000
+    viewed = seed_tot("trace", "view", str(out))
+    assert viewed.returncode == 0 and (out / "index.html").stat().st_size > 10_000
 
 
 def test_bench_tiny_writes_table_json_and_plots(tmp_path):

@@ -1,4 +1,4 @@
-"""`seed-tot trace show|plot FILE`: read a trace back as text or pictures."""
+"""`seed-tot trace show|plot|view`: read a trace (or a whole run) back as text, pictures or a web page."""
 
 from __future__ import annotations
 
@@ -29,21 +29,15 @@ def show(file: str, width: int) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Directory for the PNGs (default: beside FILE).")
 def plot(file: str, out_dir: str | None) -> None:
     """Render the tree as a PNG, and the scheduler Gantt chart and target utilization when recorded."""
+    from seed_tot.observe.html_view import scheduler_events
     from seed_tot.observe.plots import plot_schedule, plot_target_utilization
     from seed_tot.observe.trace_view import plot_tree
-    from seed_tot.scheduling.events import Event
 
     loaded = load_trace(file)
     base = Path(out_dir) if out_dir else Path(file).parent
     stem = Path(file).stem
     written = [plot_tree(loaded, base / f"{stem}.tree.png")]
-    events, offset = [], 0.0
-    for batch in loaded.batches:
-        if not batch.events:
-            continue
-        batch_events = [Event(**{**e, "time": e["time"] + offset}) for e in batch.events]
-        events.extend(batch_events)
-        offset = max(e.time for e in batch_events) + 0.05
+    events = scheduler_events(loaded)
     if events:
         written.append(plot_schedule(events, base / f"{stem}.schedule.png"))
         written.append(plot_target_utilization(events, base / f"{stem}.utilization.png"))
@@ -51,3 +45,14 @@ def plot(file: str, out_dir: str | None) -> None:
         click.echo("no scheduler events in this trace (run with --method seed to record them)")
     for path in written:
         click.echo(f"wrote {path}")
+
+
+@trace.command("view")
+@click.argument("source", type=click.Path())
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False), default=None, help="HTML file to write (default: FILE.html beside the trace, or RUN_DIR/index.html).")
+def view(source: str, out: str | None) -> None:
+    """Write one self-contained HTML page (works offline) that draws a trace's tree, or, given a
+    run directory, lists its problems and links each to its tree."""
+    from seed_tot.observe.html_view import write_view
+
+    click.echo(f"wrote {write_view(source, out)}")

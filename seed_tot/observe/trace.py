@@ -228,7 +228,11 @@ def load_trace(path: str | os.PathLike) -> Trace:
         raise SeedTotError(
             f"Trace file {str(source)!r} is not valid JSON ({exc.msg}): pass a seed-tot trace."
         ) from None
-    version = data.get("schema_version") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise SeedTotError(
+            f"{str(source)!r} is not a seed-tot trace (it has no schema_version): pass a file from a run's traces/ folder."
+        )
+    version = data["schema_version"]
     if version != TRACE_SCHEMA_VERSION:
         raise SeedTotError(
             f"Trace file {str(source)!r} has schema version {version!r}, this seed-tot reads version "

@@ -1,4 +1,5 @@
-"""Human views of a trace: an indented text tree and a networkx drawing of the tree."""
+"""Human views of a trace: an indented text tree, a networkx drawing of the tree, and the
+answer each answer node gives (read back with the trace's task)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import networkx as nx
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import Trace
 
 
@@ -49,6 +51,33 @@ def render_text(trace: Trace, width: int = 90) -> str:
     return "\n".join(lines)
 
 
+def node_answers(trace: Trace) -> dict[int, str | None]:
+    """The answer the trace's task reads in each answer node (None for other nodes, and for all
+    nodes of a custom task, whose answers cannot be re-read from the trace alone)."""
+    try:
+        from tasks import get_task
+        from tasks.base import Problem
+
+        task = get_task(trace.task)
+    except (ImportError, SeedTotError):
+        return {node.id: None for node in trace.nodes}
+    # newer traces keep the problem's task data (e.g. Blocksworld's PDDL) beside question and gold
+    meta = getattr(trace, "problem_meta", None) or {}
+    problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold, meta=dict(meta))
+
+    def read(state: str) -> str | None:
+        try:
+            return task.extract_answer(problem, state)
+        except Exception:  # best effort: a state the task cannot parse shows no answer
+            return None
+
+    return {node.id: read(node.state) if node.kind == "answer" else None for node in trace.nodes}
+
+
+def is_chain_of_thought(info: dict) -> bool:
+    return bool(info.get("cot") or info.get("cot_sample"))
+
+
 def _layered_positions(graph: nx.DiGraph, depth: dict[int, int]) -> dict[int, tuple[float, float]]:
     """Leaves spread evenly left to right; a parent sits above the middle of its children."""
     positions: dict[int, tuple[float, float]] = {}
@@ -71,32 +100,56 @@ def _layered_positions(graph: nx.DiGraph, depth: dict[int, int]) -> dict[int, tu
 
 
 def plot_tree(trace: Trace, path: str | Path) -> Path:
-    """Draw the tree: node colour = value, thick red edges = chosen path."""
+    """Draw the tree: node colour = value, thick red edges = chosen path, short answers under
+    answer leaves, rejected nodes ringed in red, chains of thought as squares set apart."""
+    chains = [n for n in trace.nodes if is_chain_of_thought(n.info)]
+    chain_ids = {n.id for n in chains}
     graph = nx.DiGraph()
     depth = {n.id: n.depth for n in trace.nodes}
-    for node in trace.nodes:
-        graph.add_node(node.id)
-    graph.add_edges_from((e.source, e.target) for e in trace.edges)
+    graph.add_nodes_from(n.id for n in trace.nodes if n.id not in chain_ids)
+    graph.add_edges_from((e.source, e.target) for e in trace.edges if e.target not in chain_ids)
     positions = _layered_positions(graph, depth)
+    right = max((x for x, _ in positions.values()), default=0.0)
+    for index, node in enumerate(sorted(chains, key=lambda n: n.id)):
+        positions[node.id] = (right + 1.5 + index, -1.0)
     values = {n.id: (n.value if n.value is not None else 0.0) for n in trace.nodes}
+    by_id = {n.id: n for n in trace.nodes}
+    answers = node_answers(trace)
     chosen = list(trace.chosen_path)
-    chosen_edges = set(zip(chosen, chosen[1:]))
-    leaves = max(1, sum(1 for n in graph.nodes if graph.out_degree(n) == 0))
-    figure = Figure(figsize=(max(6.0, leaves * 0.6), 1.5 + 1.2 * (max(depth.values(), default=0) + 1)))
+    chosen_edges = {(a, b) for a, b in zip(chosen, chosen[1:]) if b not in chain_ids}
+    columns = right + 1 + (1.5 + len(chains) if chains else 0)
+    figure = Figure(figsize=(max(6.0, columns * 0.6), 1.5 + 1.2 * (max(depth.values(), default=0) + 1)))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
-    nodes = list(graph.nodes)
+    tree_nodes = list(graph.nodes)
     nx.draw_networkx_edges(
         graph, positions, ax=axes, edgelist=[e for e in graph.edges if e not in chosen_edges], edge_color="gray"
     )
     nx.draw_networkx_edges(graph, positions, ax=axes, edgelist=list(chosen_edges), edge_color="red", width=2.5)
     drawn = nx.draw_networkx_nodes(
-        graph, positions, ax=axes, nodelist=nodes, node_color=[values[n] for n in nodes], cmap="viridis", node_size=380
+        graph, positions, ax=axes, nodelist=tree_nodes, node_color=[values[n] for n in tree_nodes], cmap="viridis",
+        node_size=380, edgecolors=["red" if "rejected" in by_id[n].info else "white" for n in tree_nodes], linewidths=1.5,
     )
-    nx.draw_networkx_labels(graph, positions, ax=axes, labels={n: str(n) for n in nodes}, font_size=7, font_color="white")
+    if chains:
+        nx.draw_networkx_nodes(
+            graph, positions, ax=axes, nodelist=[n.id for n in chains], node_shape="s", node_color="mediumpurple",
+            node_size=380, edgecolors=["red" if n.id in chosen else "white" for n in chains], linewidths=2.0,
+        )
+        xs = [positions[n.id][0] for n in chains]
+        axes.text((min(xs) + max(xs)) / 2, -0.55, "chains of thought", ha="center", fontsize=8, color="rebeccapurple")
+    nx.draw_networkx_labels(graph, positions, ax=axes, labels={n: str(n) for n in positions}, font_size=7, font_color="white")
+    for node_id, answer in answers.items():
+        if answer is not None:
+            x, y = positions[node_id]
+            axes.text(x, y - 0.3, _short(answer, 10), ha="center", va="top", fontsize=7,
+                      bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "lightgray"})
     figure.colorbar(drawn, ax=axes, label="value")
-    axes.set_title(f"{trace.task} {trace.problem_id}: {trace.search} tree (red = chosen path)")
+    axes.set_title(
+        f"{trace.task} {trace.problem_id}: {trace.search} tree (red = chosen path, red ring = rejected); "
+        f"answer {_short(str(trace.final_answer), 16)}, gold {_short(str(trace.gold), 16)}"
+    )
     axes.set_axis_off()
+    axes.margins(x=0.05, y=0.15)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, bbox_inches="tight")

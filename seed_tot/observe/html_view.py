@@ -1,0 +1,278 @@
+"""A self-contained HTML viewer for traces and runs: one file, inline CSS/JS/SVG, no network.
+
+`trace_page_data` / `run_page_data` build the JSON the page embeds (tested in pure Python);
+the page template (viewer.html, package data) draws it in the browser. The data is embedded
+in a <script type="application/json"> element with every '<', '>' and '&' escaped, so no
+text from a trace can close the element or inject markup; the page only ever writes trace
+text with textContent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from seed_tot.errors import SeedTotError
+from seed_tot.observe.trace import StatsRecord, Trace, load_trace
+from seed_tot.observe.trace_view import node_answers
+from seed_tot.scheduling.events import TARGET, Event, intervals
+
+_DATA_MARK = "/*SEED_TOT_DATA*/"
+_GANTT_SPANS = [  # (event that opens a bar, event that closes it, what the bar shows)
+    ("draft_start", "draft_end", "draft"),
+    ("enqueue", "verify_start", "wait"),
+    ("verify_start", "verify_end", "verify"),
+    ("prefill_start", "prefill_end", "prefill"),
+]
+
+
+def _stats(record: StatsRecord | None) -> dict | None:
+    return None if record is None else record.model_dump()
+
+
+def _counts_in_vote(node: dict) -> bool:
+    return node["kind"] == "answer" and node["rejected"] is None and node["finish_reason"] != "length"
+
+
+def _vote_panel(trace: Trace, nodes: list[dict]) -> dict | None:
+    selection = trace.selection
+    if not selection:
+        return None
+    votes: dict[str, int] = selection.get("votes") or {}
+    behind: dict[str, list[int]] = {answer: [] for answer in votes}
+    for node in nodes:
+        if _counts_in_vote(node) and node["answer"] in behind:
+            behind[node["answer"]].append(node["id"])
+    winner = selection.get("answer")
+    top = max(votes.values(), default=0)
+    tied = sorted(answer for answer, count in votes.items() if count == top)
+    cot_answer = selection.get("cot_answer")
+    greedy = next((node for node in nodes if node["cot"] == "greedy"), None)
+    if selection.get("method") != "vote":
+        rule = "No vote: the node the search chose gives the answer."
+    elif len(tied) < 2:
+        rule = "Majority: the answer with the most votes wins."
+    elif greedy is not None and _counts_in_vote(greedy) and cot_answer in tied:  # a chain that did not vote breaks no tie
+        rule = f"Tie between {len(tied)} answers: it goes to the greedy chain of thought's answer."
+    else:
+        rule = f"Tie between {len(tied)} answers: it goes to the answer whose best node has the highest value."
+    answers = [
+        {"answer": answer, "votes": count, "nodes": behind[answer], "winner": answer == winner}
+        for answer, count in sorted(votes.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    return {
+        "method": selection.get("method"),
+        "answers": answers,
+        "rule": rule,
+        "tied": tied if len(tied) > 1 else [],
+        "cot_answer": cot_answer,
+        "search_answer": selection.get("search_answer"),
+        "search_node_id": selection.get("search_node_id"),  # recorded by newer traces only
+        "node_id": selection.get("node_id"),
+    }
+
+
+def scheduler_events(trace: Trace) -> list[Event]:
+    """Every batch's scheduler events on one time line (each batch starts after the last one)."""
+    events: list[Event] = []
+    offset = 0.0
+    for batch in trace.batches:
+        if not batch.events:
+            continue
+        batch_events = [Event(**{**e, "time": e["time"] + offset}) for e in batch.events]
+        events.extend(batch_events)
+        offset = max(e.time for e in batch_events) + 0.05
+    return events
+
+
+def _gantt(trace: Trace) -> dict | None:
+    events = scheduler_events(trace)
+    bars = []
+    for start_kind, end_kind, what in _GANTT_SPANS:
+        for worker, request, start, end in intervals(events, start_kind, end_kind):
+            row = "target" if what in ("verify", "prefill") or worker == TARGET else f"draft {worker}"
+            bars.append({"row": row, "kind": what, "worker": worker, "request": request, "start": start, "end": end})
+    if not bars:
+        return None
+    t0 = min(bar["start"] for bar in bars)
+    for bar in bars:
+        bar["start"] -= t0
+        bar["end"] -= t0
+    workers = sorted({bar["row"] for bar in bars if bar["row"] != "target"}, key=lambda r: int(r.split()[1]))
+    return {"rows": workers + ["target"], "bars": bars, "seconds": max(bar["end"] for bar in bars)}
+
+
+def trace_page_data(trace: Trace) -> dict[str, Any]:
+    """Everything the page draws for one trace: nodes with their marks, the vote, the schedule."""
+    answers = node_answers(trace)
+    chosen = set(trace.chosen_path)
+    final_node = (trace.selection or {}).get("node_id", trace.chosen_path[-1] if trace.chosen_path else None)
+    nodes = []
+    for record in sorted(trace.nodes, key=lambda r: r.id):
+        info = dict(record.info)
+        cot = "greedy" if info.pop("cot", False) else ("sample" if info.get("cot_sample") else None)
+        visits = info.get("visits")
+        nodes.append(
+            {
+                "id": record.id,
+                "parent": record.parent,
+                "depth": record.depth,
+                "kind": record.kind,
+                "thought": record.thought,
+                "answer": answers[record.id],
+                "value": record.value,
+                "value_parsed": record.value_parsed,
+                "raw_values": list(record.raw_values),
+                "sample_values": info.pop("sample_values", None),
+                "generation": _stats(record.generation),
+                "evaluation": _stats(record.evaluation),
+                "seeds": {role: str(seed) for role, seed in record.seeds.items()},  # JS numbers lose 64-bit seeds
+                "finish_reason": info.pop("finish_reason", None),
+                "rejected": info.pop("rejected", None),
+                "cot": cot,
+                "cot_sample": info.pop("cot_sample", None),
+                "chosen": record.id in chosen,
+                "final": record.id == final_node,
+                "visits": visits,
+                "q": info["return_sum"] / visits if visits else None,
+                "info": info,
+            }
+        )
+    metrics = trace.metrics.model_dump()
+    return {
+        "task": trace.task,
+        "search": trace.search,
+        "executor": trace.executor,
+        "problem_id": trace.problem_id,
+        "question": trace.question,
+        "config": trace.config,
+        "models": trace.models,
+        "chosen_path": list(trace.chosen_path),
+        "final_answer": trace.final_answer,
+        "gold": trace.gold,
+        "score": trace.score,
+        "correct": trace.correct,
+        "metrics": metrics,
+        "nodes": nodes,
+        "vote": _vote_panel(trace, nodes),
+        "gantt": _gantt(trace),
+    }
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line from a crash
+            if isinstance(row, dict):
+                rows.append(row)
+    return rows
+
+
+def _settings(trace: Trace) -> dict[str, Any]:
+    """The run's settings as flat 'name: value' pairs (search config first)."""
+    flat: dict[str, Any] = {"task": trace.task, "search": trace.search, "executor": trace.executor}
+    flat.update({f"model {role}": name for role, name in trace.models.items()})
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+        else:
+            flat[prefix] = value
+
+    walk("", trace.config)
+    return flat
+
+
+def run_page_data(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The run's problems (from results.jsonl, joined with the traces under the run directory)
+    and every trace's page data, in results order (traces without a result row last)."""
+    root = Path(run_dir)
+    traces: dict[str, Trace] = {}
+    for path in sorted(root.rglob("*.json")):
+        try:
+            trace = load_trace(path)
+        except SeedTotError:
+            continue  # not a trace (bench results, configs): skipped
+        traces[trace.problem_id] = trace
+    results = _read_jsonl(root / "results.jsonl")
+    if not traces and not results:
+        raise SeedTotError(
+            f"{str(root)!r} holds no results.jsonl and no trace files: pass a run directory written by a task run."
+        )
+    rows = []
+    seen = set()
+    for result in results:
+        problem_id = str(result.get("problem_id"))
+        seen.add(problem_id)
+        rows.append({**result, "problem_id": problem_id, "has_trace": problem_id in traces})
+    for problem_id, trace in traces.items():
+        if problem_id not in seen:
+            m = trace.metrics
+            rows.append(
+                {
+                    "problem_id": problem_id,
+                    "method": trace.executor,
+                    "answer": trace.final_answer,
+                    "gold": trace.gold,
+                    "correct": trace.correct,
+                    "new_tokens": m.new_tokens,
+                    "wall_seconds": m.wall_seconds,
+                    "tokens_per_second": m.tokens_per_second,
+                    "has_trace": True,
+                }
+            )
+    judged = [row for row in rows if row.get("correct") is not None]
+    first = next(iter(traces.values()), None)
+    return {
+        "name": root.resolve().name,
+        "rows": rows,
+        "correct": sum(1 for row in judged if row["correct"]),
+        "judged": len(judged),
+        "settings": _settings(first) if first else {},
+        "runs": _read_jsonl(root / "runs.jsonl"),
+        "traces": {problem_id: trace_page_data(trace) for problem_id, trace in traces.items()},
+    }
+
+
+def _embed(data: dict) -> str:
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, default=str)
+    for raw, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(raw, escaped)
+    return text
+
+
+def render_page(data: dict) -> str:
+    """The viewer page with `data` ({"kind": "trace"|"run", ...}) embedded."""
+    template = resources.files("seed_tot.observe").joinpath("viewer.html").read_text(encoding="utf-8")
+    return template.replace(_DATA_MARK, _embed(data), 1)
+
+
+def view_data(source: str | os.PathLike) -> dict[str, Any]:
+    """Page data for a trace file or a run directory."""
+    path = Path(source)
+    if path.is_dir():
+        return {"kind": "run", "run": run_page_data(path)}
+    if not path.exists():
+        raise SeedTotError(f"{str(path)!r} does not exist: pass a trace file or a run directory.")
+    return {"kind": "trace", "trace": trace_page_data(load_trace(path))}
+
+
+def write_view(source: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+    """Write the viewer page for a trace file or run directory; default path: beside the trace
+    (FILE.html) or inside the run directory (index.html)."""
+    path = Path(source)
+    data = view_data(path)
+    if out is None:
+        out = path / "index.html" if path.is_dir() else path.with_suffix(".html")
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_page(data), encoding="utf-8")
+    return target
