@@ -23,9 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.bench import machine_facts  # noqa: E402
+from seed_tot.bench import machine_facts
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")

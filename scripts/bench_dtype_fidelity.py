@@ -20,12 +20,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.models.loading import load_model  # noqa: E402
-from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
-from seed_tot.runtime.cache import empty_cache  # noqa: E402
-from tasks.gsm8k import Gsm8kTask  # noqa: E402
+from seed_tot.models.loading import load_model
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.runtime.cache import empty_cache
+from tasks.gsm8k import Gsm8kTask
 
 FLOAT16_MAX = 65504.0
 

@@ -30,17 +30,16 @@ from pathlib import Path
 import click
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.bench import load_average, machine_facts  # noqa: E402
-from seed_tot.config import DecodeConfig  # noqa: E402
-from seed_tot.observe.metrics import event_records  # noqa: E402
-from seed_tot.models import load_pair  # noqa: E402
-from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
-from seed_tot.records import RecordLog, settings_key  # noqa: E402
-from seed_tot.scheduling.factory import make_executor  # noqa: E402
-from seed_tot.requests import GenerationRequest, GenerationResult  # noqa: E402
-from tasks.gsm8k import Gsm8kTask  # noqa: E402
+from seed_tot.bench import load_average, machine_facts
+from seed_tot.config import DecodeConfig
+from seed_tot.observe.metrics import event_records
+from seed_tot.models import load_pair
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.records import RecordLog, settings_key
+from seed_tot.scheduling.factory import make_executor
+from seed_tot.requests import GenerationRequest, GenerationResult
+from tasks.gsm8k import Gsm8kTask
 
 # label -> (factory method, options)
 CONFIGS: dict[str, tuple[str, dict]] = {

@@ -20,22 +20,21 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.cli.fastcot import (  # noqa: E402
+from seed_tot.cli.fastcot import (
     compare_fastcot_with_ar,
     cot_prompt_ids,
     format_table,
     gsm8k_problems,
     write_json_atomically,
 )
-from seed_tot.config import DecodeConfig  # noqa: E402
-from seed_tot.decoding.autoregressive import autoregressive_decode  # noqa: E402
-from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_decode  # noqa: E402
-from seed_tot.decoding.jacobi import jacobi_decode  # noqa: E402
-from seed_tot.decoding.lookahead import lookahead_decode  # noqa: E402
-from seed_tot.models import load_model  # noqa: E402
-from seed_tot.records import RecordLog, settings_key  # noqa: E402
+from seed_tot.config import DecodeConfig
+from seed_tot.decoding.autoregressive import autoregressive_decode
+from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_decode
+from seed_tot.decoding.jacobi import jacobi_decode
+from seed_tot.decoding.lookahead import lookahead_decode
+from seed_tot.models import load_model
+from seed_tot.records import RecordLog, settings_key
 
 
 def parse_args() -> argparse.Namespace:

@@ -21,18 +21,17 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
-from seed_tot.bench import machine_facts  # noqa: E402
-from seed_tot.models.loading import load_model  # noqa: E402
-from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
-from seed_tot.scheduling.batched import prefill  # noqa: E402
-from seed_tot.scheduling.prefix_cache import PrefixCache  # noqa: E402
-from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost  # noqa: E402
-from seed_tot.task import Problem  # noqa: E402
-from tasks import get_task  # noqa: E402
+from seed_tot.bench import machine_facts
+from seed_tot.models.loading import load_model
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.scheduling.batched import prefill
+from seed_tot.scheduling.prefix_cache import PrefixCache
+from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
+from seed_tot.task import Problem
+from tasks import get_task
 
 MODES = {"none": (False, False), "identical": (True, False), "prefix": (True, True), "cache": (True, True)}
 

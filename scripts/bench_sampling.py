@@ -22,11 +22,10 @@ from pathlib import Path
 import click
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.bench import machine_facts  # noqa: E402
-from seed_tot.decoding.sampling import sample, top_p_filter  # noqa: E402
-from seed_tot.models.loading import load_model  # noqa: E402
+from seed_tot.bench import machine_facts
+from seed_tot.decoding.sampling import sample, top_p_filter
+from seed_tot.models.loading import load_model
 
 
 def full_sort_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -23,10 +23,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seed_tot.models.loading import load_model  # noqa: E402
-from seed_tot.runtime.ragged import RaggedBatchCache  # noqa: E402
+from seed_tot.models.loading import load_model
+from seed_tot.runtime.ragged import RaggedBatchCache
 
 
 def batch_of(runner, lengths: list[int]) -> RaggedBatchCache:
