@@ -56,3 +56,26 @@ def test_a_model_with_subnormal_activations_runs_at_normal_speed():
     seconds(normal, ids, 1), seconds(tiny_values, ids, 1)  # warm-up
     ratios = [seconds(tiny_values, ids) / seconds(normal, ids) for _ in range(3)]  # interleaved
     assert min(ratios) < 3.0, f"the subnormal model ran {min(ratios):.1f}x slower than the normal one"
+
+
+PROBE = """
+import torch
+torch.set_num_threads(2)
+{before}
+from seed_tot.runtime.subnormals import flush_subnormals
+import seed_tot.runtime
+print("everywhere" if flush_subnormals() else "main thread only")
+"""
+
+
+def test_worker_threads_flush_subnormals_when_seed_tot_comes_first():
+    import subprocess
+    import sys
+
+    first = subprocess.run([sys.executable, "-c", PROBE.format(before="")], capture_output=True, text=True)
+    assert first.stdout.strip() == "everywhere", first.stderr
+    # negative control: torch's worker threads started before the mode was set keep subnormals,
+    # and the check says so (with a warning naming the fix)
+    late = subprocess.run([sys.executable, "-c", PROBE.format(before="torch.ones(1 << 20).mul(2).sum()")],
+                          capture_output=True, text=True)
+    assert late.stdout.strip() == "main thread only" and "import seed_tot first" in late.stderr

@@ -1,5 +1,9 @@
 """The only package that touches transformers' forward signature, caches, 4-D masks and positions."""
 
+from seed_tot.runtime.subnormals import flush_subnormals
+
+flush_subnormals()  # before torch starts its worker threads: they inherit the mode (subnormals.py)
+
 from seed_tot.runtime.cache import (
     KVCache,
     cache_length,

@@ -8,6 +8,7 @@ from transformers import DynamicCache, PreTrainedModel
 from seed_tot.errors import NumericOverflowError
 from seed_tot.runtime.cache import cache_length, empty_cache
 from seed_tot.runtime.packed_linear import PackedLinear
+from seed_tot.runtime.subnormals import flush_subnormals
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer) -> frozenset[int]:
@@ -34,13 +35,6 @@ def refuse_overflow(logits: torch.Tensor, name: str) -> None:
         )
 
 
-def flush_subnormals(device: torch.device) -> bool:
-    """Flush subnormal floats to zero for CPU arithmetic (process-wide); True where it took effect.
-    A model whose activations reach the subnormal range (below ~1e-38 in float32) otherwise runs
-    every such product through the CPU's slow microcode path: tens of times slower."""
-    return device.type == "cpu" and bool(torch.set_flush_denormal(True))
-
-
 class ModelRunner:
     """Forward passes over a KV cache, with optional custom 4-D masks and positions."""
 
@@ -52,7 +46,7 @@ class ModelRunner:
         self.forward_count = 0
         self.token_slots = 0  # token positions computed by all forwards, pads included
         self.pad_slots = 0  # of which pads (counted by the ragged batches that add them)
-        self.flushes_subnormals = flush_subnormals(self.device)
+        self.flushes_subnormals = self.device.type == "cpu" and flush_subnormals()
 
     @property
     def device(self) -> torch.device:
