@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from seed_tot.bench import load_average, machine_facts  # noqa: E402
 from seed_tot.config import DecodeConfig  # noqa: E402
-from seed_tot.observe.metrics import event_records  # noqa: E402
+from seed_tot.metrics import event_records  # noqa: E402
 from seed_tot.models import load_pair  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.records import RecordLog, settings_key  # noqa: E402

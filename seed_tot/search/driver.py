@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from seed_tot.observe.metrics import event_records
+from seed_tot.metrics import event_records
 from seed_tot.requests import Executor, GenerationResult
 from seed_tot.scheduling.session import DecodeSession
 from seed_tot.search.base import SearchResult

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Generator, TypeVar
 
-from seed_tot.observe.metrics import event_records
+from seed_tot.metrics import event_records
 from seed_tot.requests import Executor, GenerationRequest, GenerationResult
 
 T = TypeVar("T")
