@@ -76,6 +76,11 @@ def test_decoders_sit_below_scheduling_and_search(imports):
     assert offenders(imports, ("seed_tot.decoding",), upper) == {}
 
 
+def test_search_knows_executors_only_through_requests(imports):
+    # sessions and capabilities are declared in seed_tot/requests.py; search never sees scheduling/
+    assert offenders(imports, ("seed_tot.search", "seed_tot.reasoning"), ("seed_tot.scheduling",)) == {}
+
+
 def test_transformers_only_behind_runtime_and_models(imports):
     assert offenders(imports, PACKAGES, ("transformers",), exempt=TRANSFORMERS_OWNERS) == {}
 
