@@ -28,7 +28,7 @@ import torch  # noqa: E402
 from seed_tot.bench import machine_facts  # noqa: E402
 from seed_tot.models.loading import load_model  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
-from seed_tot.scheduling.batched import prefill  # noqa: E402
+from seed_tot.scheduling.batched.prefill import prefill  # noqa: E402
 from seed_tot.scheduling.prefix_cache import PrefixCache  # noqa: E402
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost  # noqa: E402
 from seed_tot.task import Problem  # noqa: E402
