@@ -53,9 +53,12 @@ class BatchedSpeculativeExecutor:
 
     drafter="model" drafts with the draft model; drafter="lookup" drafts a chain of up to
     len(k_config) tokens by n-gram lookup in the row's own context and the batch's other rows
-    (no draft model). A lookup draft is deterministic given the contexts: its q is one-hot, and
-    the acceptance rule (accept x with probability p(x), else sample from p without x) keeps the
-    target distribution exactly, for sampling as well as greedy.
+    (no draft model). A lookup draft is deterministic given the contexts: its q is one-hot, so
+    verify_tree (seed_tot/decoding/verify.py) draws ONE token y from the target per position and
+    accepts the drafted token when it equals y, else emits y. That is the draw autoregressive
+    sampling makes, so a sampled output is token-identical to AR sampling with the same seed
+    (in float32; in reduced precision only the distribution is the target's), whatever was drafted.
+    Sampled model drafts (q not one-hot) use verify.py's multi-candidate rule: exact in distribution.
     """
 
     def __init__(
@@ -240,6 +243,8 @@ class _SpeculativeSession(DecodeSession[Row]):
         self.target_seconds += time.perf_counter() - t1
         target_keep, draft_keep = [], []
         for row, draft, probs in zip(active, drafts, target_probs):
+            # one-hot drafts (lookup, greedy): one draw from p per position, kept if it matches the
+            # draft; sampled model drafts: accept with min(1, p/q), else try the residual (verify.py)
             verdict = verify_tree(draft.tree, probs, row.generator)
             target_keep.append([0] + [1 + node for node in verdict.accepted_nodes])
             fed = [draft.node_slot[n] for n in verdict.accepted_nodes if n in draft.node_slot]
