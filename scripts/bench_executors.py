@@ -33,7 +33,7 @@ import torch
 
 from seed_tot.bench import load_average, machine_facts
 from seed_tot.config import DecodeConfig
-from seed_tot.observe.metrics import event_records
+from seed_tot.metrics import event_records
 from seed_tot.models import load_pair
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import RecordLog, settings_key

@@ -27,7 +27,7 @@ import torch
 from seed_tot.bench import machine_facts
 from seed_tot.models.loading import load_model
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.scheduling.batched import prefill
+from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.prefix_cache import PrefixCache
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
 from seed_tot.task import Problem

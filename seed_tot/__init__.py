@@ -33,7 +33,7 @@ _EXPORTS = {
     "BFSConfig": "seed_tot.search.bfs",
     "MCTS": "seed_tot.search.mcts",
     "MCTSConfig": "seed_tot.search.mcts",
-    "ReasoningTree": "seed_tot.search.tree",
+    "ReasoningTree": "seed_tot.tree",
     "PromptFormatter": "seed_tot.reasoning.prompting",
     "SimpleTask": "seed_tot.reasoning.simple_task",
     "Problem": "seed_tot.task",
@@ -44,8 +44,8 @@ _EXPORTS = {
     "write_trace": "seed_tot.observe.trace",
     "load_trace": "seed_tot.observe.trace",
     "tree_from_trace": "seed_tot.observe.trace",
-    "RunMetrics": "seed_tot.observe.metrics",
-    "aggregate": "seed_tot.observe.metrics",
+    "RunMetrics": "seed_tot.metrics",
+    "aggregate": "seed_tot.metrics",
     "SeedTotError": "seed_tot.errors",
 }
 

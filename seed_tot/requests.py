@@ -1,9 +1,11 @@
-"""What flows between the reasoning layer and the executors: requests, results, statistics."""
+"""What flows between the reasoning layer and the executors: requests, results, statistics,
+and the executor protocols (the required `Executor`, the `Session` of continuous batching and
+the optional capabilities an executor may offer)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 from seed_tot.config import DecodeConfig
 
@@ -87,3 +89,51 @@ class Executor(Protocol):
     def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]: ...
 
     def close(self) -> None: ...
+
+
+class Session(Protocol):
+    """Continuous batching: requests join a running batch between decode steps and leave it when
+    done (seed_tot/scheduling/session.py). A row's tokens depend only on its own request."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether rows are decoding or queued."""
+        ...
+
+    @property
+    def width(self) -> int:
+        """Rows that the next step decodes (queued ones included)."""
+        ...
+
+    def add(self, requests: list[GenerationRequest]) -> list[int]:
+        """Queue requests to join at the next step; one ticket per request, in order."""
+        ...
+
+    def step(self) -> list[tuple[int, GenerationResult]]:
+        """One decode step of every row; (ticket, result) of each row that ended in it."""
+        ...
+
+
+# Optional capabilities. An executor (or session) offers one by having its members; callers ask
+# with isinstance(x, Capability), so what may be there is declared here, once.
+
+
+@runtime_checkable
+class ContinuousBatching(Protocol):
+    """An executor that opens continuous-batching sessions (the batched executors and SEED)."""
+
+    def session(self) -> Session: ...
+
+
+@runtime_checkable
+class RecordsEvents(Protocol):
+    """An executor whose last run() left its scheduler events (or None) in `last_events` (SEED)."""
+
+    last_events: list | None
+
+
+@runtime_checkable
+class SessionEvents(Protocol):
+    """A session that hands out the scheduler events of finished tickets (SEED's)."""
+
+    def take_events(self, tickets: list[int]) -> list: ...

@@ -8,7 +8,7 @@ from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot.config import DecodeConfig
 from seed_tot.search import BFS, BFSConfig
 from seed_tot.search.answers import is_chain_of_thought, select_answer
-from seed_tot.search.tree import ReasoningTree
+from seed_tot.tree import ReasoningTree
 
 
 class VotingTask(SimpleTask):

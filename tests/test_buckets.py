@@ -7,10 +7,11 @@ import random
 import pytest
 import torch
 
-import seed_tot.scheduling.batched as batched
+import seed_tot.scheduling.batched.prefill as batched_prefill
 from seed_tot.config import DecodeConfig
 from seed_tot.requests import GenerationRequest
-from seed_tot.scheduling.batched import BatchedARExecutor, prefill
+from seed_tot.scheduling.batched import BatchedARExecutor
+from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.buckets import bucketed_cost, length_buckets
 from test_batched import reference
 
@@ -94,14 +95,14 @@ def test_check_catches_buckets_put_back_in_the_wrong_order(tiny_pair, monkeypatc
     """Negative control: bucketed rows rejoined in bucket order instead of the batch's order
     (so a row continues another prompt) must fail the greedy equality check above."""
     _, target = tiny_pair
-    real_select = batched.RaggedBatchCache.select
+    real_select = batched_prefill.RaggedBatchCache.select
 
     def no_reorder(self, rows):
         if sorted(rows) == list(range(self.batch_size)) and rows != list(range(self.batch_size)):
             return None  # skips putting the rows back in order
         return real_select(self, rows)
 
-    monkeypatch.setattr(batched.RaggedBatchCache, "select", no_reorder)
+    monkeypatch.setattr(batched_prefill.RaggedBatchCache, "select", no_reorder)
     requests = mixed_length_requests(target)
     results = BatchedARExecutor(target, share_prefix=False, prefix_cache_mb=0).run(requests)
     assert [r.token_ids for r in results] != reference(target, requests)

@@ -12,7 +12,7 @@ import seed_tot.decoding.drafters as drafters
 import seed_tot.decoding.jacobi as jacobi
 import seed_tot.decoding.lookahead as lookahead
 import seed_tot.decoding.speculative as speculative
-import seed_tot.scheduling.batched as batched
+import seed_tot.scheduling.batched.speculative as batched_speculative
 from seed_tot.decoding.verify import Verdict
 from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
 from test_batched import reference, requests_for
@@ -43,7 +43,7 @@ def test_batched_speculative_check_catches_always_accept(tiny_pair, monkeypatch,
     draft, target = tiny_pair
     requests = requests_for(target.tokenizer)
     expected = reference(target, requests)
-    monkeypatch.setattr(batched, "verify_tree", always_accept)
+    monkeypatch.setattr(batched_speculative, "verify_tree", always_accept)
     if drafter == "model":
         executor = BatchedSpeculativeExecutor(target, draft, (2, 2, 1))
     else:

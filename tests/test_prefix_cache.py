@@ -5,10 +5,11 @@ that hands out the wrong positions is caught."""
 import pytest
 import torch
 
-import seed_tot.scheduling.batched as batched
+import seed_tot.scheduling.batched.prefill as batched_prefill
 from seed_tot.config import DecodeConfig
 from seed_tot.requests import GenerationRequest
-from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor, prefill
+from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
+from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch, kv_bytes
 from test_batched import reference
 
@@ -112,7 +113,7 @@ def test_check_catches_a_cache_that_hands_out_shifted_positions(tiny_pair, monke
         kv = [(k[:, :, 1 : match.length + 1], v[:, :, 1 : match.length + 1]) for k, v in longer.kv]
         return PrefixMatch(kv[0][0].shape[2], kv)
 
-    monkeypatch.setattr(batched.PrefixCache, "match", shifted)
+    monkeypatch.setattr(batched_prefill.PrefixCache, "match", shifted)
     executor = BatchedARExecutor(target, prefix_cache_mb=64)
     executor.run(requests_for(target, FIRST_ROUND))
     second = requests_for(target, SECOND_ROUND)

@@ -4,10 +4,11 @@
 import pytest
 import torch
 
-import seed_tot.scheduling.batched as batched
+import seed_tot.scheduling.batched.prefill as batched_prefill
 from seed_tot.config import DecodeConfig
 from seed_tot.requests import GenerationRequest
-from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor, prefill
+from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
+from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
 from test_batched import reference
 
@@ -87,13 +88,13 @@ def test_check_catches_a_plan_that_claims_too_long_a_prefix(tiny_pair, monkeypat
     """Negative control: stage 1 computing two tokens past the true common prefix (so rows get
     another prompt's tokens) must fail the greedy equality check above."""
     _, target = tiny_pair
-    real_plan = batched.plan_prefix_sharing
+    real_plan = batched_prefill.plan_prefix_sharing
 
     def overlong_plan(prompts):
         plan = real_plan(prompts)
         return plan and [(length + 2 if len(members) > 1 else length, members) for length, members in plan]
 
-    monkeypatch.setattr(batched, "plan_prefix_sharing", overlong_plan)
+    monkeypatch.setattr(batched_prefill, "plan_prefix_sharing", overlong_plan)
     requests = shared_prefix_requests(target)
     results = BatchedARExecutor(target).run(requests)
     assert [r.token_ids for r in results] != reference(target, requests)

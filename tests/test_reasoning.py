@@ -3,7 +3,7 @@ from search_helpers import PROBLEM, make_task
 
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import SeedTotError
-from seed_tot.observe.metrics import BatchRecord, RunMetrics, aggregate, summarize
+from seed_tot.metrics import BatchRecord, RunMetrics, aggregate, summarize
 from seed_tot.models.tiny import byte_tokenizer
 from seed_tot.reasoning.evaluator import StateEvaluator, read_value
 from seed_tot.reasoning.generator import ThoughtGenerator
@@ -11,7 +11,7 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import request_seed
 from seed_tot.reasoning.simple_task import SimpleTask, fill, first_number
 from seed_tot.requests import GenerationStats
-from seed_tot.search.tree import ReasoningTree
+from seed_tot.tree import ReasoningTree
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
@@ -131,7 +131,7 @@ def test_metrics_sum_executor_calls_and_compute_tokens_per_second():
 def test_scheduler_events_become_dicts_with_times_from_the_first_event():
     from dataclasses import dataclass
 
-    from seed_tot.observe.metrics import event_records
+    from seed_tot.metrics import event_records
 
     @dataclass
     class Tick:

@@ -8,7 +8,7 @@ lookup drafts are often accepted, with a negative control that draws once more o
 import pytest
 import torch
 
-import seed_tot.scheduling.batched as batched
+import seed_tot.scheduling.batched.speculative as batched_speculative
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.drafters import PromptLookupDrafter
@@ -90,7 +90,7 @@ def match_then_redraw(tree: DraftTree, target_probs: torch.Tensor, generator: to
 
 
 def test_identity_check_catches_a_wrong_match_rule(target8, monkeypatch):
-    monkeypatch.setattr(batched, "verify_tree", match_then_redraw)
+    monkeypatch.setattr(batched_speculative, "verify_tree", match_then_redraw)
     reqs = requests(6)
     assert [r.token_ids for r in lookup_executor(target8).run(reqs)] != ar_tokens(target8, reqs)
 

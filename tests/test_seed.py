@@ -21,7 +21,7 @@ from seed_tot.decoding.speculative import next_draft_depth as next_depth
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.requests import GenerationRequest
 from seed_tot.runtime import ModelRunner
-import seed_tot.scheduling.seed as seed_module
+import seed_tot.scheduling.seed.verifier as seed_verifier
 from seed_tot.scheduling.events import intervals, summarize
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions, shaped_k_config
 from seed_tot.scheduling.worker import TinyDraft, derive_seed, tree_size
@@ -162,7 +162,7 @@ def test_a_joining_request_that_shares_a_prompt_cache_unforked_is_caught(executo
     the tokens another request committed into the shared prompt cache, and the check above fails."""
     requests, expected = references
     executor.options = SeedOptions(k_config=(2, 2, 1), share_prefix=True)
-    monkeypatch.setattr(seed_module, "fork_cache", lambda cache: cache)
+    monkeypatch.setattr(seed_verifier, "fork_cache", lambda cache: cache)
     try:
         caught = [r.token_ids for r in staggered(executor.session(), requests, JOINS)] != expected
     except ValueError:  # or the runtime's cache-length check trips ("target cache holds N positions")
@@ -189,14 +189,14 @@ def test_a_verifier_seeded_by_join_order_is_caught(executor, monkeypatch):
     executor.options = SeedOptions(k_config=(2, 2, 1), batched_verify=True)
     requests = sampled_requests()
     alone = [executor.run([r])[0].token_ids for r in requests]
-    new_state = seed_module._SeedSession._new_state
+    new_state = seed_verifier.SeedSession._new_state
 
     def seeded_by_ticket(self, index, request):
         state = new_state(self, index, request)
         state.generator.manual_seed(index)
         return state
 
-    monkeypatch.setattr(seed_module._SeedSession, "_new_state", seeded_by_ticket)
+    monkeypatch.setattr(seed_verifier.SeedSession, "_new_state", seeded_by_ticket)
     assert [r.token_ids for r in staggered(executor.session(), requests, JOINS)] != alone
 
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-import seed_tot.scheduling.seed as seed_module
+import seed_tot.scheduling.seed.verifier as seed_verifier
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.decoding.verify import DraftTree
@@ -108,9 +108,9 @@ def depth_of(tree: DraftTree, node: int) -> int:
 
 
 def with_root_q_at(depth: int):
-    """WRONG: a _SeedSession._tree that gives every node at `depth` the root's q (the draft's
+    """WRONG: a SeedSession._tree that gives every node at `depth` the root's q (the draft's
     distribution at the first position) instead of its own."""
-    real_tree = seed_module._SeedSession._tree
+    real_tree = seed_verifier.SeedSession._tree
 
     def tree_with_wrong_q(run, draft) -> DraftTree:
         tree = real_tree(run, draft)
@@ -146,7 +146,7 @@ def test_seed_first_three_tokens_follow_the_target(executor, target, k_config, t
 )
 def test_wrong_rule_in_the_executor_fails(executor, target, monkeypatch, mutation):
     name, wrong = mutation
-    monkeypatch.setattr(seed_module._SeedSession if name == "_tree" else seed_module, name, wrong)
+    monkeypatch.setattr(seed_verifier.SeedSession if name == "_tree" else seed_verifier, name, wrong)
     samples = seed_samples(executor, (2, 2, 1), 1.0, 1.0)
     assert chi_square_p_value(samples, exact_joint(target, 1.0, 1.0)) < FAIL
 
@@ -195,6 +195,6 @@ def test_tokens_decided_after_the_first_round_follow_the_target(executor, target
 
 
 def test_reusing_the_verify_seed_every_round_fails(executor, target, monkeypatch):
-    monkeypatch.setattr(seed_module, "verify_tree", reusing_the_verify_seed(seed_module.verify_tree))
+    monkeypatch.setattr(seed_verifier, "verify_tree", reusing_the_verify_seed(seed_verifier.verify_tree))
     samples = first_and_later_samples(executor)
     assert chi_square_p_value(samples, exact_first_and_later(target, 1.0, 1.0)) < FAIL

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-import seed_tot.scheduling.seed as seed_module
+import seed_tot.scheduling.seed.pool as seed_pool
+import seed_tot.scheduling.seed.verifier as seed_verifier
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError, ModelNotFoundError, TokenizerMismatchError, WorkerError
 from seed_tot.requests import GenerationRequest
@@ -181,7 +182,7 @@ def test_killed_worker_fails_fast(executor, monkeypatch, no_stray_workers):
         killed_at.append(time.monotonic())
         os.kill(pids[0], signal.SIGKILL)
 
-    on_call(monkeypatch, seed_module._SeedSession, "_verify", kill, at=3)
+    on_call(monkeypatch, seed_verifier.SeedSession, "_verify", kill, at=3)
     with pytest.raises(WorkerError, match=r"Draft worker 0 .*killed by signal 9"):
         executor.run(long_requests())
     assert time.monotonic() - killed_at[0] < 10.0
@@ -206,7 +207,7 @@ def test_keyboard_interrupt_stops_every_worker(executor, monkeypatch, no_stray_w
     KeyboardInterrupt out of run() and leaves no worker behind."""
     executor.start()
     pids = executor.worker_pids
-    on_call(monkeypatch, seed_module._SeedSession, where, _thread.interrupt_main, at=3)
+    on_call(monkeypatch, seed_verifier.SeedSession, where, _thread.interrupt_main, at=3)
     with pytest.raises(KeyboardInterrupt):
         executor.run(long_requests())
     no_stray_workers(pids)
@@ -221,7 +222,7 @@ def test_keyboard_interrupt_while_a_worker_hangs(executor, monkeypatch, no_stray
     send_sigint = lambda: threading.Thread(target=os.kill, args=(os.getpid(), signal.SIGINT)).start()
     # the 2nd wait is for the worker's 2nd draft, which never comes: SIGINT lands before or
     # during that wait, and either way must surface as KeyboardInterrupt
-    on_call(monkeypatch, seed_module, "wait_for", send_sigint, at=2)
+    on_call(monkeypatch, seed_pool, "wait_for", send_sigint, at=2)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         executor.run(long_requests(1))
@@ -234,7 +235,7 @@ def test_keyboard_interrupt_while_closing_is_raised_after_every_worker_is_reaped
 ):
     executor.start()
     pids = executor.worker_pids
-    on_call(monkeypatch, seed_module, "_reap", _thread.interrupt_main, at=1)
+    on_call(monkeypatch, seed_pool, "reap", _thread.interrupt_main, at=1)
     with pytest.raises(KeyboardInterrupt):
         executor.close()
     no_stray_workers(pids)
@@ -243,7 +244,7 @@ def test_keyboard_interrupt_while_closing_is_raised_after_every_worker_is_reaped
 def test_held_interrupts_delivers_a_held_ctrl_c_on_exit():
     reached_end = []
     with pytest.raises(KeyboardInterrupt):
-        with seed_module.held_interrupts():
+        with seed_pool.held_interrupts():
             signal.raise_signal(signal.SIGINT)
             reached_end.append(True)
     assert reached_end == [True]

@@ -16,10 +16,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from seed_tot.errors import SeedTotError
-from seed_tot.observe.metrics import BatchRecord, RunMetrics
+from seed_tot.metrics import BatchRecord, RunMetrics
 from seed_tot.requests import GenerationStats
 from seed_tot.search.base import SearchResult
-from seed_tot.search.tree import NodeKind, ReasoningTree, ThoughtNode
+from seed_tot.tree import NodeKind, ReasoningTree, ThoughtNode
 
 TRACE_SCHEMA_VERSION = 1
 

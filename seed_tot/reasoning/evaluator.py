@@ -18,7 +18,7 @@ from seed_tot.requests import GenerationRequest, GenerationResult, GenerationSta
 from seed_tot.task import Problem, Task
 
 if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this module
-    from seed_tot.search.tree import ThoughtNode
+    from seed_tot.tree import ThoughtNode
 
 REJECTED_VALUE = 0.0
 

@@ -17,7 +17,7 @@ from seed_tot.requests import (
 from seed_tot.task import Problem, Task
 
 if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this module
-    from seed_tot.search.tree import ThoughtNode
+    from seed_tot.tree import ThoughtNode
 
 
 @dataclass

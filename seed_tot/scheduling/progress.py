@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from seed_tot.requests import Executor, GenerationRequest, GenerationResult
+from seed_tot.requests import (
+    ContinuousBatching,
+    Executor,
+    GenerationRequest,
+    GenerationResult,
+    RecordsEvents,
+    SessionEvents,
+)
 
 
 class ProgressExecutor:
@@ -11,7 +18,7 @@ class ProgressExecutor:
     def __init__(self, inner: Executor, bar) -> None:
         self.inner = inner
         self.bar = bar
-        if hasattr(inner, "session"):  # only executors with sessions offer continuous batching
+        if isinstance(inner, ContinuousBatching):  # offer continuous batching only where inner does
             self.session = lambda: ProgressSession(inner.session(), bar)
 
     def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
@@ -24,6 +31,11 @@ class ProgressExecutor:
     def close(self) -> None:
         self.inner.close()
 
+    @property
+    def last_events(self) -> list | None:
+        """The inner executor's events of its last run (None when it records none)."""
+        return self.inner.last_events if isinstance(self.inner, RecordsEvents) else None
+
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
@@ -34,6 +46,8 @@ class ProgressSession:
     def __init__(self, inner, bar) -> None:
         self.inner = inner
         self.bar = bar
+        if isinstance(inner, SessionEvents):
+            self.take_events = inner.take_events
 
     def add(self, requests: list[GenerationRequest]) -> list[int]:
         return self.inner.add(requests)

@@ -285,8 +285,9 @@ def worker_main(
 ) -> None:
     """Entry point of a spawned draft worker; returns when told to stop or the parent is gone."""
     # Ctrl-C reaches the whole process group: the parent handles it and stops the workers. The
-    # parent started this process with SIGINT blocked (seed.held_interrupts), so a Ctrl-C while
-    # Python and torch were still importing could not kill it either; from here on it is ignored.
+    # parent started this process with SIGINT blocked (held_interrupts in seed/signals.py), so a
+    # Ctrl-C while Python and torch were still importing could not kill it either; from here on it
+    # is ignored.
     # So a worker never sees KeyboardInterrupt, and the broad except below never reports one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):

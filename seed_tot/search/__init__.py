@@ -7,7 +7,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.search.base import Search, SearchConfig, SearchResult, expand
 from seed_tot.search.bfs import BFS, BFSConfig
 from seed_tot.search.mcts import MCTS, MCTSConfig
-from seed_tot.search.tree import ReasoningTree, ThoughtNode
+from seed_tot.tree import ReasoningTree, ThoughtNode
 
 SEARCHES: dict[str, type[Search]] = {cls.name: cls for cls in (BFS, MCTS)}
 

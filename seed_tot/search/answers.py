@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from seed_tot.search.tree import ReasoningTree, ThoughtNode, value_key
+from seed_tot.tree import ReasoningTree, ThoughtNode, value_key
 from seed_tot.task import Problem, Task
 
 

@@ -1,8 +1,8 @@
 """Many problems at once: up to `concurrency` searches share the executor.
 
 Two ways to share it:
-- continuous (the batched executors and SEED, which offer `session()`): every batch a search asks for
-  joins the running decode batch at the next token step, and a search gets its outcome as soon
+- continuous (executors with the ContinuousBatching capability: the batched ones and SEED): every
+  batch a search asks for joins the running decode batch at the next token step, and a search gets its outcome as soon
   as its own requests end, so one long row never holds the other searches back;
 - rounds (every other executor): each round merges the waiting batch of every running search
   (thoughts of one problem, evaluations of another, a CoT candidate of a third) into ONE call.
@@ -17,9 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from seed_tot.observe.metrics import event_records
-from seed_tot.requests import Executor, GenerationResult
-from seed_tot.scheduling.session import DecodeSession
+from seed_tot.metrics import event_records
+from seed_tot.requests import ContinuousBatching, Executor, GenerationResult, Session, SessionEvents
 from seed_tot.search.base import SearchResult
 from seed_tot.search.steps import BatchOutcome, StepRunner, Steps, Task, run_round
 from seed_tot.task import Problem
@@ -38,7 +37,7 @@ def solve_many(
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
     runner = StepRunner()
-    feeder = _SessionFeeder(executor.session()) if continuous and hasattr(executor, "session") else None
+    feeder = _SessionFeeder(executor.session()) if continuous and isinstance(executor, ContinuousBatching) else None
     queue = iter(problems)
     running: list[Task] = []
     exhausted = False
@@ -75,7 +74,7 @@ class _SessionFeeder:
     """Sends each waiting batch into one continuous-batching session and hands every task its
     outcome as soon as all of its requests have ended."""
 
-    def __init__(self, session: DecodeSession):
+    def __init__(self, session: Session):
         self.session = session
         self.flights: list[_InFlight] = []
         self.by_ticket: dict[int, _InFlight] = {}
@@ -92,11 +91,11 @@ class _SessionFeeder:
             flight.results[ticket] = result
             if len(flight.results) == len(flight.tickets):
                 self.flights.remove(flight)
-                take_events = getattr(self.session, "take_events", None)  # SEED's scheduler events
+                events = self.session.take_events(flight.tickets) if isinstance(self.session, SessionEvents) else None
                 outcome = BatchOutcome(
                     results=[flight.results[t] for t in flight.tickets],
                     wall_seconds=time.perf_counter() - flight.sent,
-                    events=event_records(take_events(flight.tickets)) if take_events else None,
+                    events=event_records(events) if events is not None else None,
                     merged_size=flight.widest,
                 )
                 runner.deliver(flight.task, outcome)

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Generator, TypeVar
 
-from seed_tot.observe.metrics import event_records
-from seed_tot.requests import Executor, GenerationRequest, GenerationResult
+from seed_tot.metrics import event_records
+from seed_tot.requests import Executor, GenerationRequest, GenerationResult, RecordsEvents
 
 T = TypeVar("T")
 
@@ -52,7 +52,7 @@ def execute(executor: Executor, batch: Batch) -> BatchOutcome:
             f"executor {getattr(executor, 'name', '?')} returned {len(results)} results "
             f"for {len(batch.requests)} requests"
         )
-    events = getattr(executor, "last_events", None)
+    events = executor.last_events if isinstance(executor, RecordsEvents) else None
     return BatchOutcome(
         results=results,
         wall_seconds=elapsed,
