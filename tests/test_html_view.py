@@ -9,6 +9,7 @@ from viewer_helpers import ODD_THOUGHT, viewer_trace, write_run
 
 from seed_tot.cli import main
 from seed_tot.observe.html_view import render_page, run_page_data, trace_page_data
+from seed_tot.cli.trace import bundled_task
 
 
 def embedded_data(page: str) -> dict:
@@ -21,7 +22,7 @@ def by_id(data: dict) -> dict:
 
 
 def test_every_node_is_embedded_with_its_marks():
-    data = trace_page_data(viewer_trace())
+    data = trace_page_data(viewer_trace(), bundled_task)
     nodes = by_id(data)
     assert sorted(nodes) == list(range(11))
     assert [i for i, n in nodes.items() if n["chosen"]] == [0, 1, 3, 5]
@@ -37,7 +38,7 @@ def test_every_node_is_embedded_with_its_marks():
 
 
 def test_vote_panel_lists_each_answer_with_the_nodes_behind_it():
-    vote = trace_page_data(viewer_trace())["vote"]
+    vote = trace_page_data(viewer_trace(), bundled_task)["vote"]
     # node 7 answered 20 but a rule rejected it: it casts no vote and sits behind no answer
     assert vote["answers"] == [
         {"answer": "18", "votes": 3, "nodes": [5, 6, 9], "winner": True},
@@ -49,14 +50,14 @@ def test_vote_panel_lists_each_answer_with_the_nodes_behind_it():
 def test_tie_rule_names_how_the_tie_was_broken():
     trace = viewer_trace()
     trace.selection = {**trace.selection, "votes": {"18": 2, "20": 2}}
-    assert "greedy chain of thought" in trace_page_data(trace)["vote"]["rule"]  # node 9, the greedy chain, answered 18
+    assert "greedy chain of thought" in trace_page_data(trace, bundled_task)["vote"]["rule"]  # node 9, the greedy chain, answered 18
     trace.nodes[9].info["rejected"] = "wrong arithmetic: 9 * 2 = 20"  # a chain that did not vote breaks no tie
-    assert "highest value" in trace_page_data(trace)["vote"]["rule"]
+    assert "highest value" in trace_page_data(trace, bundled_task)["vote"]["rule"]
     trace.nodes[9].info.pop("rejected")
     trace.selection = {**trace.selection, "cot_answer": "27"}
-    assert "highest value" in trace_page_data(trace)["vote"]["rule"]
+    assert "highest value" in trace_page_data(trace, bundled_task)["vote"]["rule"]
     trace.selection = {**trace.selection, "method": "search", "votes": {}}
-    vote = trace_page_data(trace)["vote"]
+    vote = trace_page_data(trace, bundled_task)["vote"]
     assert vote["answers"] == [] and vote["rule"].startswith("No vote")
 
 
@@ -70,7 +71,7 @@ def test_real_trace_every_vote_has_its_nodes():
     paths = sorted(Path(__file__).resolve().parent.parent.glob("docs/results/gsm8k-31-42/traces/*.json"))
     assert paths
     for path in paths:
-        vote = trace_page_data(load_trace(path))["vote"]
+        vote = trace_page_data(load_trace(path), bundled_task)["vote"]
         assert vote["answers"] and all(len(a["nodes"]) == a["votes"] for a in vote["answers"]), path.name
 
 
@@ -78,7 +79,7 @@ def test_mcts_nodes_carry_visits_and_q():
     trace = viewer_trace()
     for node in trace.nodes:
         node.info.update(visits=4, return_sum=2.0)
-    node = trace_page_data(trace)["nodes"][1]
+    node = trace_page_data(trace, bundled_task)["nodes"][1]
     assert node["visits"] == 4 and node["q"] == 0.5
 
 
@@ -100,18 +101,18 @@ def test_scheduler_events_become_gantt_bars_on_one_time_line():
     ]
     second = [{"time": 0.0, "kind": "draft_start", "worker": 1, "request": 1}, {"time": 0.5, "kind": "draft_end", "worker": 1, "request": 1}]
     trace.batches = [batch(first), batch(None), batch(second)]
-    gantt = trace_page_data(trace)["gantt"]
+    gantt = trace_page_data(trace, bundled_task)["gantt"]
     assert gantt["rows"] == ["draft 0", "draft 1", "target"]
     kinds = sorted((bar["row"], bar["kind"]) for bar in gantt["bars"])
     assert kinds == [("draft 0", "draft"), ("draft 0", "wait"), ("draft 1", "draft"), ("target", "prefill"), ("target", "verify")]
     second_batch = next(bar for bar in gantt["bars"] if bar["row"] == "draft 1")
     assert second_batch["start"] >= 0.6  # the second batch starts after the first one ended
-    assert trace_page_data(viewer_trace())["gantt"] is None
+    assert trace_page_data(viewer_trace(), bundled_task)["gantt"] is None
 
 
 def test_odd_text_is_escaped_in_the_page_and_arrives_intact():
     trace = viewer_trace()
-    page = render_page({"kind": "trace", "trace": trace_page_data(trace)})
+    page = render_page({"kind": "trace", "trace": trace_page_data(trace, bundled_task)})
     data_part = re.search(r'id="seed-tot-data">(.*?)</script>', page, re.S).group(1)
     assert "<" not in data_part and ">" not in data_part and "\u2028" not in data_part
     assert page.count("</script>") == 2  # the data element's and the code's: the thought closes nothing
@@ -120,14 +121,14 @@ def test_odd_text_is_escaped_in_the_page_and_arrives_intact():
 
 
 def test_run_index_joins_results_with_traces(tmp_path):
-    data = run_page_data(write_run(tmp_path))
+    data = run_page_data(write_run(tmp_path), bundled_task)
     assert [(r["problem_id"], r["has_trace"]) for r in data["rows"]] == [
         ("gsm8k-viewer", True), ("gsm8k-lost", False), ("gsm8k-other", True)]
     assert (data["correct"], data["judged"]) == (1, 3)
     assert sorted(data["traces"]) == ["gsm8k-other", "gsm8k-viewer"]
     assert data["settings"]["search.n_thoughts"] == 4 and data["settings"]["model draft"] == "tiny-draft"
     assert data["runs"] == [{"problems": 2, "method": "seed", "wall_seconds": 9.0}]
-    only_traces = run_page_data(write_run(tmp_path / "b", with_results=False))
+    only_traces = run_page_data(write_run(tmp_path / "b", with_results=False), bundled_task)
     assert {r["problem_id"]: r["correct"] for r in only_traces["rows"]} == {"gsm8k-other": False, "gsm8k-viewer": True}
 
 
@@ -165,7 +166,7 @@ def test_png_plot_labels_answers_and_sets_chains_of_thought_apart(tmp_path, monk
     saved = []
     real_savefig = Figure.savefig
     monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (saved.append(self), real_savefig(self, *a, **k))[1])
-    plot_tree(viewer_trace(), tmp_path / "tree.png")
+    plot_tree(viewer_trace(), tmp_path / "tree.png", bundled_task)
     axes = saved[0].axes[0]
     labels = [text.get_text() for text in axes.texts]
     assert sorted(label for label in labels if label in ("18", "20")) == ["18", "18", "18", "20", "20"]  # nodes 5, 6, 9; 7, 10

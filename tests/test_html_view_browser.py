@@ -14,6 +14,7 @@ from viewer_helpers import ODD_THOUGHT, viewer_trace, wide_trace, write_run
 
 from seed_tot.observe.html_view import write_view
 from seed_tot.observe.trace import write_trace
+from seed_tot.cli.trace import bundled_task
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(
@@ -35,7 +36,7 @@ def browser(tmp_path):
 
 def test_tree_page_in_chromium(tmp_path, browser, record_property):
     trace = viewer_trace()
-    page = write_view(write_trace(tmp_path / "trace.json", trace), tmp_path / "trace.html")
+    page = write_view(write_trace(tmp_path / "trace.json", trace), tmp_path / "trace.html", bundled_task)
     browser.open(page.as_uri(), ready="document.querySelector('svg#tree g.node')")
 
     drawn = browser.evaluate("[...document.querySelectorAll('svg#tree g.node')].map(g => +g.dataset.id)")
@@ -69,7 +70,7 @@ def test_tree_page_in_chromium(tmp_path, browser, record_property):
 
 
 def test_run_index_in_chromium(tmp_path, browser, record_property):
-    page = write_view(write_run(tmp_path), tmp_path / "index.html")
+    page = write_view(write_run(tmp_path), tmp_path / "index.html", bundled_task)
     browser.open(page.as_uri(), ready="document.querySelector('#run-table tr.problem')")
     rows = "[...document.querySelectorAll('#run-table tr.problem')].map(r => r.dataset.problem)"
     assert browser.evaluate(rows) == ["gsm8k-viewer", "gsm8k-lost", "gsm8k-other"]
@@ -90,7 +91,7 @@ def test_run_index_in_chromium(tmp_path, browser, record_property):
 
 def test_big_tree_opens_on_the_chosen_path_and_expands_without_overlaps(tmp_path, browser, record_property):
     trace = wide_trace(branch=4, depth=4)  # 341 nodes
-    page = write_view(write_trace(tmp_path / "big.json", trace), tmp_path / "big.html")
+    page = write_view(write_trace(tmp_path / "big.json", trace), tmp_path / "big.html", bundled_task)
     browser.open(page.as_uri(), ready="document.querySelector('svg#tree g.node')")
     drawn = "[...document.querySelectorAll('svg#tree g.node')].map(g => +g.dataset.id)"
     expected = {0} | {n.id for n in trace.nodes if n.parent in trace.chosen_path}

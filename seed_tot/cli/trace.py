@@ -6,7 +6,18 @@ from pathlib import Path
 
 import click
 
+from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import load_trace
+
+
+def bundled_task(name: str):
+    """The bundled task of a trace's name (None for a custom task), to read its answers back."""
+    from tasks import get_task
+
+    try:
+        return get_task(name)
+    except SeedTotError:
+        return None
 
 
 @click.group()
@@ -36,7 +47,7 @@ def plot(file: str, out_dir: str | None) -> None:
     loaded = load_trace(file)
     base = Path(out_dir) if out_dir else Path(file).parent
     stem = Path(file).stem
-    written = [plot_tree(loaded, base / f"{stem}.tree.png")]
+    written = [plot_tree(loaded, base / f"{stem}.tree.png", bundled_task)]
     events = scheduler_events(loaded)
     if events:
         written.append(plot_schedule(events, base / f"{stem}.schedule.png"))
@@ -55,4 +66,4 @@ def view(source: str, out: str | None) -> None:
     run directory, lists its problems and links each to its tree."""
     from seed_tot.observe.html_view import write_view
 
-    click.echo(f"wrote {write_view(source, out)}")
+    click.echo(f"wrote {write_view(source, out, bundled_task)}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import StatsRecord, Trace, load_trace
-from seed_tot.observe.trace_view import node_answers
+from seed_tot.observe.trace_view import TaskLookup, node_answers
 from seed_tot.scheduling.events import TARGET, Event, intervals
 
 _DATA_MARK = "/*SEED_TOT_DATA*/"
@@ -105,9 +105,9 @@ def _gantt(trace: Trace) -> dict | None:
     return {"rows": workers + ["target"], "bars": bars, "seconds": max(bar["end"] for bar in bars)}
 
 
-def trace_page_data(trace: Trace) -> dict[str, Any]:
+def trace_page_data(trace: Trace, task_named: TaskLookup | None = None) -> dict[str, Any]:
     """Everything the page draws for one trace: nodes with their marks, the vote, the schedule."""
-    answers = node_answers(trace)
+    answers = node_answers(trace, task_named)
     chosen = set(trace.chosen_path)
     final_node = (trace.selection or {}).get("node_id", trace.chosen_path[-1] if trace.chosen_path else None)
     nodes = []
@@ -191,7 +191,7 @@ def _settings(trace: Trace) -> dict[str, Any]:
     return flat
 
 
-def run_page_data(run_dir: str | os.PathLike) -> dict[str, Any]:
+def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = None) -> dict[str, Any]:
     """The run's problems (from results.jsonl, joined with the traces under the run directory)
     and every trace's page data, in results order (traces without a result row last)."""
     root = Path(run_dir)
@@ -238,7 +238,7 @@ def run_page_data(run_dir: str | os.PathLike) -> dict[str, Any]:
         "judged": len(judged),
         "settings": _settings(first) if first else {},
         "runs": _read_jsonl(root / "runs.jsonl"),
-        "traces": {problem_id: trace_page_data(trace) for problem_id, trace in traces.items()},
+        "traces": {problem_id: trace_page_data(trace, task_named) for problem_id, trace in traces.items()},
     }
 
 
@@ -255,21 +255,21 @@ def render_page(data: dict) -> str:
     return template.replace(_DATA_MARK, _embed(data), 1)
 
 
-def view_data(source: str | os.PathLike) -> dict[str, Any]:
+def view_data(source: str | os.PathLike, task_named: TaskLookup | None = None) -> dict[str, Any]:
     """Page data for a trace file or a run directory."""
     path = Path(source)
     if path.is_dir():
-        return {"kind": "run", "run": run_page_data(path)}
+        return {"kind": "run", "run": run_page_data(path, task_named)}
     if not path.exists():
         raise SeedTotError(f"{str(path)!r} does not exist: pass a trace file or a run directory.")
-    return {"kind": "trace", "trace": trace_page_data(load_trace(path))}
+    return {"kind": "trace", "trace": trace_page_data(load_trace(path), task_named)}
 
 
-def write_view(source: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
+def write_view(source: str | os.PathLike, out: str | os.PathLike | None = None, task_named: TaskLookup | None = None) -> Path:
     """Write the viewer page for a trace file or run directory; default path: beside the trace
     (FILE.html) or inside the run directory (index.html)."""
     path = Path(source)
-    data = view_data(path)
+    data = view_data(path, task_named)
     if out is None:
         out = path / "index.html" if path.is_dir() else path.with_suffix(".html")
     target = Path(out)

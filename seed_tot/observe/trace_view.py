@@ -3,14 +3,17 @@ answer each answer node gives (read back with the trace's task)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import networkx as nx
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import Trace
+from seed_tot.task import Problem, Task
+
+TaskLookup = Callable[[str], "Task | None"]  # a task by its name (None: unknown)
 
 
 def _short(text: str, width: int) -> str:
@@ -51,15 +54,12 @@ def render_text(trace: Trace, width: int = 90) -> str:
     return "\n".join(lines)
 
 
-def node_answers(trace: Trace) -> dict[int, str | None]:
+def node_answers(trace: Trace, task_named: TaskLookup | None = None) -> dict[int, str | None]:
     """The answer the trace's task reads in each answer node (None for other nodes, and for all
-    nodes of a custom task, whose answers cannot be re-read from the trace alone)."""
-    try:
-        from tasks import get_task
-        from tasks.base import Problem
-
-        task = get_task(trace.task)
-    except (ImportError, SeedTotError):
+    nodes when `task_named` knows no task of the trace's name). The engine never imports the
+    bundled tasks: the CLI passes a lookup that does."""
+    task = task_named(trace.task) if task_named is not None else None
+    if task is None:
         return {node.id: None for node in trace.nodes}
     # newer traces keep the problem's task data (e.g. Blocksworld's PDDL) beside question and gold
     meta = getattr(trace, "problem_meta", None) or {}
@@ -99,7 +99,7 @@ def _layered_positions(graph: nx.DiGraph, depth: dict[int, int]) -> dict[int, tu
     return positions
 
 
-def plot_tree(trace: Trace, path: str | Path) -> Path:
+def plot_tree(trace: Trace, path: str | Path, task_named: TaskLookup | None = None) -> Path:
     """Draw the tree: node colour = value, thick red edges = chosen path, short answers under
     answer leaves, rejected nodes ringed in red, chains of thought as squares set apart."""
     chains = [n for n in trace.nodes if is_chain_of_thought(n.info)]
@@ -114,7 +114,7 @@ def plot_tree(trace: Trace, path: str | Path) -> Path:
         positions[node.id] = (right + 1.5 + index, -1.0)
     values = {n.id: (n.value if n.value is not None else 0.0) for n in trace.nodes}
     by_id = {n.id: n for n in trace.nodes}
-    answers = node_answers(trace)
+    answers = node_answers(trace, task_named)
     chosen = list(trace.chosen_path)
     chosen_edges = {(a, b) for a, b in zip(chosen, chosen[1:]) if b not in chain_ids}
     columns = right + 1 + (1.5 + len(chains) if chains else 0)
