@@ -77,6 +77,8 @@ class BlocksworldTask:
     default_depth = 7
     fallback_value = 0.0
     thought_stop = ("\n",)
+    verdict_values = {"good": 1.0, "bad": 0.0}  # value mode "logits": the reply's first word
+    verdict_prefix = ""
     votable = True  # answers are plans in PlanBench wording: equal plans can be counted
 
     def __init__(self, domain_path: str | Path | None = None) -> None:

@@ -74,6 +74,9 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--cot-samples", "-1"], "--cot-samples"),
         (["--method-option", "batched_verify"], "NAME=VALUE"),
         (["--tiny", "--method", "batched", "--method-option", "no_such=1"], "no_such"),
+        (["--value-mode", "logits", "--method", "seed"], "--value-mode samples"),
+        # the byte tokenizer writes " sure", " likely" and " impossible" as " " + letters
+        (["--tiny", "--method", "batched", "--value-mode", "logits"], "same token"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):

@@ -42,6 +42,7 @@ from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.buckets import length_buckets
 from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
+from seed_tot.scheduling.scoring import is_scoring, scored_result
 from seed_tot.scheduling.session import DecodeSession, SessionWork, drain
 
 
@@ -310,6 +311,23 @@ def _run_in_session(executor, requests: list[GenerationRequest]) -> list[Generat
     return results
 
 
+def _score_joining(
+    executor, queued: list[tuple[int, GenerationRequest]]
+) -> tuple[list[tuple[int, GenerationResult]], list[tuple[int, GenerationRequest]]]:
+    """Serve the scoring requests among `queued` with one prefill of the target (shared prefixes
+    and the prefix cache, as every prompt); (their results, the requests left to decode)."""
+    scoring = [(ticket, request) for ticket, request in queued if is_scoring(request)]
+    if not scoring:
+        return [], queued
+    started = time.perf_counter()
+    _, logits = prefill(executor.target, [r.prompt_ids for _, r in scoring], executor.share_prefix,
+                        prefix_cache=executor.prefix_cache)
+    seconds = time.perf_counter() - started
+    results = [(ticket, scored_result(request, row_logits, seconds, ticket))
+               for (ticket, request), row_logits in zip(scoring, logits)]
+    return results, [(ticket, request) for ticket, request in queued if not is_scoring(request)]
+
+
 class _ARSession(DecodeSession[_Row]):
     """Batched AR: each step draws every row's next token, then ONE target forward for all rows."""
 
@@ -318,9 +336,15 @@ class _ARSession(DecodeSession[_Row]):
         self.executor = executor
         self.batch: RaggedBatchCache | None = None
 
+    can_score = True
+
     def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
         ex = self.executor
         started = time.perf_counter()
+        self.scored, queued = _score_joining(ex, queued)
+        if not queued:
+            self.target_seconds += time.perf_counter() - started
+            return
         rows = [_new_row(ticket, request, ex.target) for ticket, request in queued]
         batch, logits = prefill(ex.target, [r.prompt_ids for _, r in queued], ex.share_prefix, prefix_cache=ex.prefix_cache)
         for row, row_logits in zip(rows, logits):
@@ -517,8 +541,15 @@ class _SpeculativeSession(DecodeSession[_Row]):
         self.draft_batch: RaggedBatchCache | None = None
         self.lookup_rows: list[_Row] = []  # rows whose text lookup drafts may copy (groups still decoding)
 
+    can_score = True
+
     def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
         ex = self.executor
+        started = time.perf_counter()
+        self.scored, queued = _score_joining(ex, queued)
+        self.target_seconds += time.perf_counter() - started
+        if not queued:
+            return
         rows = [_new_row(ticket, request, ex.target, depth=len(ex.k_config)) for ticket, request in queued]
         for row in rows:
             row.pending = row.request.prompt_ids[-1]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +42,10 @@ class SearchConfig(BaseModel):
     thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=256, temperature=0.7, top_p=0.95)
     value_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=0.7, top_p=0.95)
     value_samples: int = Field(3, ge=1, description="evaluator replies per state, averaged (k)")
+    value_mode: Literal["samples", "logits"] = Field(
+        "samples", description="samples: k sampled evaluator replies, parsed; logits: the verdict words' "
+        "probabilities from one forward per state (tasks with verdict_values)"
+    )
     vote: bool = Field(True, description="majority vote over answer leaves, for tasks with comparable answers")
     cot_candidate: bool = Field(
         True, description="one greedy chain-of-thought of the target joins the vote (ties go to it), "
@@ -128,7 +132,8 @@ class Search(ABC):
             log=BatchLog(),
             generator=ThoughtGenerator(self.task, self.formatter, cfg.thought_decode, cfg.n_thoughts, cfg.seed),
             evaluator=StateEvaluator(
-                self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples
+                self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples,
+                mode=cfg.value_mode,
             ),
             depth_limit=cfg.depth if cfg.depth is not None else int(self.task.default_depth),
         )
@@ -243,4 +248,7 @@ def expand(run: SearchRun, node_ids: list[int]) -> Steps[list[ThoughtNode]]:
             child.info["rejected"] = evaluation.rejected
         if len(evaluation.sample_values) > 1:
             child.info["sample_values"] = evaluation.sample_values
+        if evaluation.verdict_probs is not None:
+            child.info["verdict_probs"] = evaluation.verdict_probs
+            child.info["verdict_mass"] = evaluation.verdict_mass
     return children
