@@ -176,6 +176,20 @@ class BlocksworldTask:
             line = next((ln.strip() for ln in thought.splitlines() if ln.strip()), "(empty thought)")
         return "\n".join([*plan_lines(state), line])
 
+    def state_key(self, problem: Problem, state: str) -> frozenset | None:
+        """The simulated world state the plan reaches (None for an unreadable or illegal plan):
+        plans that reach one arrangement of blocks are the same position for the search."""
+        actions = read_plan(plan_lines(state))
+        if actions is None:
+            return None
+        result = self.check(problem, actions)
+        return result.final_state if result.executable else None
+
+    def reaches_goal(self, problem: Problem, state: str) -> bool:
+        """True when the simulator shows the plan reaching the goal."""
+        actions = read_plan(plan_lines(state))
+        return actions is not None and self.check(problem, actions).valid
+
     def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
         actions = read_plan(plan_lines(state))
         if actions is None:

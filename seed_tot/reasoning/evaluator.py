@@ -126,6 +126,8 @@ def read_value(task: Task, text: str) -> tuple[float, bool]:
 
 def rejection(task: Task, problem: Problem, node: ThoughtNode) -> str | None:
     """Why `node` is rejected without asking the model, or None."""
+    if node.info.get("rejected"):  # already rejected by the search (e.g. a repeated state)
+        return node.info["rejected"]
     if node.info.get("finish_reason") == "length":
         return "truncated: the thought hit the token budget"
     check = getattr(task, "check_step", None)
