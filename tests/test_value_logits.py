@@ -146,3 +146,28 @@ def test_an_executor_that_generates_instead_of_scoring_is_a_clear_error():
     executor = ScriptedExecutor(TOKENIZER, lambda prompt, request: " idea ")
     with pytest.raises(ConfigError, match="no verdict log-probabilities"):
         BFS(verdict_task(), executor, FORMATTER, config).run(PROBLEM)
+
+
+@pytest.mark.parametrize("method", ["batched", "batched-lookup"])
+def test_logit_values_are_the_same_in_a_continuous_session_of_many_problems(tiny_pair, method):
+    """Thoughts and scoring requests of three problems share one continuous-batching session."""
+    from seed_tot.search.driver import solve_many
+    from seed_tot.task import Problem
+
+    _, target = tiny_pair
+    stops = tuple("abcdefghijklmnopqrstuvwxyz 0123456789")  # a thought ends at its first such byte
+    config = tiny_config(BFSConfig, depth=2, n_thoughts=2, value_mode="logits", cot_candidate=False,
+                         thought_decode=DecodeConfig(max_new_tokens=12, temperature=1.0, stop=stops))
+    problems = [Problem(id=f"p{i}", question=q, gold="1") for i, q in enumerate(["1+0?", "What is 6 * 7?", "2-1?"])]
+    search = BFS(verdict_task(), make_executor(method, target), PromptFormatter(target.tokenizer), config)
+    alone = {p.id: search.run(p) for p in problems}
+    together = {r.problem.id: r for r in solve_many(search.steps, problems, search.executor, concurrency=3)}
+    rated = 0
+    for pid, result in alone.items():
+        other = list(together[pid].tree.nodes())
+        assert [(n.id, n.state) for n in result.tree.nodes()] == [(n.id, n.state) for n in other]
+        # the same states and values (to float32 rounding: a row's logits can change in the last bits
+        # with the rows it shares a forward with)
+        assert [n.value or 0.0 for n in result.tree.nodes()] == pytest.approx([n.value or 0.0 for n in other], rel=1e-5)
+        rated += sum("verdict_probs" in n.info for n in result.tree.nodes())
+    assert rated >= 6  # most thoughts ended at a stop byte and were rated from logits
