@@ -66,6 +66,7 @@ class TaskRunOptions:
     method_options: tuple[str, ...] = ()
     draft_dtype: str = "auto"
     value_mode: str = "samples"
+    known_states: bool = True
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -129,6 +130,7 @@ def search_settings(opts: TaskRunOptions, task=None) -> dict:
         ),
         "value_samples": opts.value_samples,
         "value_mode": opts.value_mode,
+        "known_states": opts.known_states,
         "cot_candidate": opts.cot,
         "cot_samples": opts.cot_samples,
         "vote": opts.vote,
