@@ -48,6 +48,7 @@ class Step:
     value: float
     reaches: bool  # some answer in its subtree is correct
     answered: bool  # its subtree holds an answer
+    eval_tokens: int = 0  # tokens the evaluator generated to rate it
 
 
 def auroc(values: list[float], labels: list[bool]) -> float | None:
@@ -127,7 +128,9 @@ def read_steps(files: list[tuple[str, Path]]) -> tuple[list[Step], dict[str, tup
         marks = labels(task, problem, tree)
         for node_id in rated(tree):
             reaches, answered = marks[node_id]
-            steps.append(Step(source, str(path), trace.task, mode, node_id, float(tree.node(node_id).value), reaches, answered))
+            node = tree.node(node_id)
+            tokens = node.evaluation.new_tokens if node.evaluation is not None else 0
+            steps.append(Step(source, str(path), trace.task, mode, node_id, float(node.value), reaches, answered, tokens))
     return steps, loaded
 
 
@@ -187,8 +190,9 @@ def table(steps: list[Step]) -> list[str]:
     for step in steps:
         groups[(step.task, step.mode, step.source)].append(step)
         groups[(step.task, step.mode, "(all)")].append(step)
-    lines = ["| task | mode | traces | answered steps | reach gold | AUROC answered | all steps | AUROC all |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | mode | traces | answered steps | reach gold | AUROC answered | all steps | AUROC all "
+             "| evaluator tokens per step | distinct values |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
 
     def cell(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
@@ -198,7 +202,8 @@ def table(steps: list[Step]) -> list[str]:
         lines.append(
             f"| {task} | {mode} | {source} | {len(answered)} | {sum(s.reaches for s in answered)} "
             f"| {cell(auroc([s.value for s in answered], [s.reaches for s in answered]))} "
-            f"| {len(members)} | {cell(auroc([s.value for s in members], [s.reaches for s in members]))} |"
+            f"| {len(members)} | {cell(auroc([s.value for s in members], [s.reaches for s in members]))} "
+            f"| {sum(s.eval_tokens for s in members) / len(members):.1f} | {len({s.value for s in members})} |"
         )
     return lines
 
@@ -225,7 +230,7 @@ def main() -> None:
             print(f"{len(steps) - len(scored)} of {len(steps)} steps have no logit value: both modes are "
                   "reported on the steps that have one", file=sys.stderr)
         steps = scored + [Step(s.source, s.trace, s.task, "logits", s.node_id, float(logits[(s.trace, s.node_id)]["value"]),
-                               s.reaches, s.answered) for s in scored]
+                               s.reaches, s.answered, 0) for s in scored]  # logit mode generates no token
     print("\n".join(table(steps)))
 
 

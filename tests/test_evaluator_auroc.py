@@ -80,5 +80,5 @@ def test_synthetic_trace_gives_the_hand_counted_auroc(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     rows = {tuple(c.strip() for c in line.split("|")[1:4]): line for line in proc.stdout.splitlines()}
-    assert "| 8 | 4 | 0.656 | 9 | 0.575 |" in rows[("gsm8k", "samples", "(all)")]
-    assert "| 8 | 4 | 0.344 | 9 | 0.425 |" in rows[("gsm8k", "logits", "(all)")]
+    assert "| 8 | 4 | 0.656 | 9 | 0.575 | 0.0 | 3 |" in rows[("gsm8k", "samples", "(all)")]
+    assert "| 8 | 4 | 0.344 | 9 | 0.425 | 0.0 | 3 |" in rows[("gsm8k", "logits", "(all)")]
