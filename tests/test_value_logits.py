@@ -53,9 +53,15 @@ def test_a_session_that_cannot_score_refuses_in_one_sentence():
         def _step(self):
             return []
 
+    class Seed:
+        name = "seed"
+
+    session = NoScoring()
+    session.ex = Seed()  # as SEED's session holds its executor
     request = GenerationRequest([1, 2, 3], score_tokens=(1,))
-    with pytest.raises(ConfigError, match="--value-mode samples"):
-        NoScoring().add([request])
+    with pytest.raises(ConfigError, match="^The seed executor cannot .*--value-mode samples"):
+        session.add([request])
+    assert session.add([GenerationRequest([1, 2, 3])]) == [0]  # generation requests are welcome
 
 
 YES_NO = {"yes": 1.0, "no": 0.0, "nope": 0.5}  # "no" and "nope" share their first byte

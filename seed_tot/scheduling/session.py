@@ -77,7 +77,8 @@ class DecodeSession(ABC, Generic[Row]):
         """Queue requests to join at the next step; one ticket per request, in order."""
         check_requests(requests)
         if not self.can_score and any(r.score_tokens is not None for r in requests):
-            raise ConfigError(scoring_refusal(getattr(getattr(self, "executor", None), "name", type(self).__name__)))
+            owner = getattr(self, "executor", None) or getattr(self, "ex", None)  # SEED's session calls it ex
+            raise ConfigError(scoring_refusal(getattr(owner, "name", type(self).__name__)))
         tickets = list(range(self._tickets, self._tickets + len(requests)))
         self._tickets += len(requests)
         self._queued.extend(zip(tickets, requests))
