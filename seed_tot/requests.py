@@ -70,6 +70,11 @@ class GenerationRequest:
     # Requests of one group (a problem) may share draft sources; executors never let one group's
     # rows change another group's tokens.
     group: str = ""
+    # Scoring instead of generating: when set, nothing is generated and the result's
+    # `candidate_logprobs` holds the model's next-token log-probabilities (temperature 1, no top-p)
+    # of these token ids after the prompt, from one forward over it. Executors that cannot read
+    # log-probabilities refuse such a request (`scoring_refusal`).
+    score_tokens: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -79,6 +84,15 @@ class GenerationResult:
     text: str
     finish_reason: FinishReason
     stats: GenerationStats = field(default_factory=GenerationStats)
+    candidate_logprobs: list[float] | None = None  # for a request with score_tokens, in their order
+
+
+def scoring_refusal(executor_name: str) -> str:
+    """The one sentence an executor that cannot serve `score_tokens` raises."""
+    return (
+        f"The {executor_name} executor cannot read next-token log-probabilities: use --value-mode samples, "
+        "or an in-process method that can, such as ar, batched or batched-lookup."
+    )
 
 
 class Executor(Protocol):

@@ -3,6 +3,15 @@
 A task knows its data, fills its prompt templates, turns model output into states, values and
 answers, and scores answers. It never sees a model or a tensor. The engine (seed_tot) depends
 only on this module; the bundled tasks (the `tasks` package) implement it.
+
+Optional members the engine uses when a task has them (not part of the protocol below):
+- `check_step(problem, state) -> str | None`: why the newest step is certainly wrong (no model asked);
+- `verdict_values: dict[str, float]`, `verdict_prefix: str`: the evaluator's verdict words and the
+  text its reply starts with before the word (value mode "logits", seed_tot/reasoning/evaluator.py);
+- `state_key(problem, state) -> Hashable | None`: a name of the position a state reaches; states
+  with one name are the same position (the search prunes repeats, seed_tot/search/known_states.py);
+- `reaches_goal(problem, state) -> bool`: the task can show that the state solves the problem
+  (the search stops there).
 """
 
 from __future__ import annotations

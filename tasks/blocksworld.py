@@ -78,6 +78,8 @@ class BlocksworldTask:
     default_depth = 7
     fallback_value = 0.0
     thought_stop = ("\n",)
+    verdict_values = {"good": 1.0, "bad": 0.0}  # value mode "logits": the reply's first word
+    verdict_prefix = ""
     votable = True  # answers are plans in PlanBench wording: equal plans can be counted
 
     def __init__(self, domain_path: str | Path | None = None) -> None:
@@ -174,6 +176,20 @@ class BlocksworldTask:
         else:
             line = next((ln.strip() for ln in thought.splitlines() if ln.strip()), "(empty thought)")
         return "\n".join([*plan_lines(state), line])
+
+    def state_key(self, problem: Problem, state: str) -> frozenset | None:
+        """The simulated world state the plan reaches (None for an unreadable or illegal plan):
+        plans that reach one arrangement of blocks are the same position for the search."""
+        actions = read_plan(plan_lines(state))
+        if actions is None:
+            return None
+        result = self.check(problem, actions)
+        return result.final_state if result.executable else None
+
+    def reaches_goal(self, problem: Problem, state: str) -> bool:
+        """True when the simulator shows the plan reaching the goal."""
+        actions = read_plan(plan_lines(state))
+        return actions is not None and self.check(problem, actions).valid
 
     def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
         actions = read_plan(plan_lines(state))

@@ -123,6 +123,7 @@ class Gsm8kTask:
     default_depth = 4
     fallback_value = 1.0
     verdict_values = {"sure": 20.0, "likely": 1.0, "impossible": 0.001}
+    verdict_prefix = "Verdict:"  # where the verdict word comes (value mode "logits" starts the reply here)
     thought_stop = ("\nSub-question", "\n**Sub-question")
     value_stop = tuple(f"{label}: {word}" for label in ("Verdict", "verdict") for word in ("sure", "likely", "impossible"))
     votable = True  # answers are numbers: equal answers of different leaves can be counted

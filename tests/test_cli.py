@@ -78,6 +78,9 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--tiny", "--method", "batched", "--method-option", "no_such=1"], "no_such"),
         (["--tiny", "--method", "fastcot"], "add --temperature 0 --value-temperature 0"),
         (["--tiny", "--method", "fastcot", "--temperature", "0"], "add --value-temperature 0,"),
+        (["--value-mode", "logits", "--method", "seed"], "--value-mode samples"),
+        # the byte tokenizer writes " sure", " likely" and " impossible" as " " + letters
+        (["--tiny", "--method", "batched", "--value-mode", "logits"], "same token"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):

@@ -65,6 +65,8 @@ class TaskRunOptions:
     batching: str = "continuous"
     method_options: tuple[str, ...] = ()
     draft_dtype: str = "auto"
+    value_mode: str = "samples"
+    known_states: bool = True
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -127,6 +129,8 @@ def search_settings(opts: TaskRunOptions, task=None) -> dict:
             max_new_tokens=opts.value_max_new_tokens, temperature=opts.value_temperature, top_p=opts.top_p
         ),
         "value_samples": opts.value_samples,
+        "value_mode": opts.value_mode,
+        "known_states": opts.known_states,
         "cot_candidate": opts.cot,
         "cot_samples": opts.cot_samples,
         "vote": opts.vote,
@@ -288,6 +292,12 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     method_settings = executor_options(opts)
     search_cls = search_class(opts.search)
     task = get_task(task_name)
+    if opts.value_mode == "logits":
+        if not getattr(task, "verdict_values", None):
+            raise ConfigError(f"Task {task_name} has no verdict words to read from logits: use --value-mode samples.")
+        if opts.method.startswith("seed"):
+            raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --value-mode "
+                              "samples, or a method such as batched-lookup, batched or ar.")
     try:
         search_config = search_cls.config_class(**search_settings(opts, task))
     except ValueError as exc:
@@ -306,6 +316,10 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     target, draft = load_models(opts)
     executor = make_executor(opts.method, target, draft, **method_settings)
     formatter = PromptFormatter(target.tokenizer)
+    if opts.value_mode == "logits":
+        from seed_tot.reasoning.evaluator import verdict_tokens
+
+        verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
     models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
     dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
     if draft is not None:

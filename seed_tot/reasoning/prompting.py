@@ -28,8 +28,20 @@ class PromptFormatter:
             [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
         )
 
-    def encode(self, message: str) -> list[int]:
+    def reply_context(self, message: str, reply_start: str = "") -> str:
+        """The prompt text for `message` with `reply_start` as the beginning of the model's reply
+        (without a chat template, the reply starts on a new line)."""
         text = self.format(message)
+        if reply_start and not self.uses_chat_template and not text.endswith(("\n", " ")):
+            text += "\n"
+        return text + reply_start
+
+    def encode(self, message: str, reply_start: str = "") -> list[int]:
+        """Token ids of the prompt for `message` (then `reply_start`, see reply_context)."""
+        return self.encode_text(self.reply_context(message, reply_start))
+
+    def encode_text(self, text: str) -> list[int]:
+        """Token ids of a prompt text made by format / reply_context."""
         # A chat template already writes the special tokens it needs (BOS included).
         ids = self.tokenizer.encode(text, add_special_tokens=not self.uses_chat_template)
         return [int(i) for i in ids]

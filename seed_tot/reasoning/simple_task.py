@@ -53,6 +53,10 @@ class SimpleTask:
     default_depth: int = 2
     fallback_value: float = 0.0
     problems: list[Problem] = field(default_factory=list)
+    # For value mode "logits": verdict word -> value, and the text the evaluator's reply starts
+    # with before the word (e.g. {"yes": 1.0, "no": 0.0} after "Answer:").
+    verdict_values: dict[str, float] | None = None
+    verdict_prefix: str = ""
 
     def load(self, path: str | Path | None = None) -> list[Problem]:
         """The problems given at construction, or a JSON-lines file of {"question", "answer"?, "id"?}."""

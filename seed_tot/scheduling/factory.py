@@ -199,4 +199,4 @@ def _serial_decoder(method: str, target: ModelRunner, options: dict) -> Executor
     def decode_request(prompt_ids, config, seed):
         return decode(target, prompt_ids, config, seed, **options)
 
-    return SerialExecutor(method, decode_request, target.decode)
+    return SerialExecutor(method, decode_request, target.decode, scorer=target)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Generic, TypeVar
 
 from seed_tot.errors import ConfigError
-from seed_tot.requests import GenerationRequest, GenerationResult
+from seed_tot.requests import GenerationRequest, GenerationResult, scoring_refusal
 
 Row = TypeVar("Row")
 
@@ -55,7 +55,12 @@ class SessionWork:
 
 
 class DecodeSession(ABC, Generic[Row]):
-    """Rows decoding together; subclasses say how rows join (`_join`) and how one step runs (`_step`)."""
+    """Rows decoding together; subclasses say how rows join (`_join`) and how one step runs (`_step`).
+
+    A session whose `can_score` is True serves scoring requests (score_tokens) in `_join`: it puts
+    their results in `self.scored`, and the step that let them join returns them."""
+
+    can_score = False
 
     def __init__(self, work: SessionWork | None = None, target=None) -> None:
         self.work = work if work is not None else SessionWork()
@@ -66,10 +71,14 @@ class DecodeSession(ABC, Generic[Row]):
         self.target_seconds = 0.0
         self.draft_seconds = 0.0
         self.joins_while_busy = 0  # joins into a batch that already had rows (continuous batching at work)
+        self.scored: list[tuple[int, GenerationResult]] = []  # scoring results of the last join
 
     def add(self, requests: list[GenerationRequest]) -> list[int]:
         """Queue requests to join at the next step; one ticket per request, in order."""
         check_requests(requests)
+        if not self.can_score and any(r.score_tokens is not None for r in requests):
+            owner = getattr(self, "executor", None) or getattr(self, "ex", None)  # SEED's session calls it ex
+            raise ConfigError(scoring_refusal(getattr(owner, "name", type(self).__name__)))
         tickets = list(range(self._tickets, self._tickets + len(requests)))
         self._tickets += len(requests)
         self._queued.extend(zip(tickets, requests))
@@ -91,12 +100,13 @@ class DecodeSession(ABC, Generic[Row]):
             self.joins_while_busy += bool(self.active)
             with self._measured(self.work.join):
                 self._join(queued)
+        scored, self.scored = self.scored, []
         if not self.active:
-            return []
+            return scored
         self.work.steps += 1
         self.work.step_rows += len(self.active)
         with self._measured(self.work.step):
-            return self._step()
+            return scored + self._step()
 
     @contextmanager
     def _measured(self, phase: PhaseWork):

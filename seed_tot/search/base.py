@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +25,7 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
 from seed_tot.search.answers import Selection, select_answer
+from seed_tot.search.known_states import first_goal, mark_repeats
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.task import Problem, Task
 from seed_tot.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)
@@ -42,6 +43,10 @@ class SearchConfig(BaseModel):
     thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=256, temperature=0.7, top_p=0.95)
     value_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=0.7, top_p=0.95)
     value_samples: int = Field(3, ge=1, description="evaluator replies per state, averaged (k)")
+    value_mode: Literal["samples", "logits"] = Field(
+        "samples", description="samples: k sampled evaluator replies, parsed; logits: the verdict words' "
+        "probabilities from one forward per state (tasks with verdict_values)"
+    )
     vote: bool = Field(True, description="majority vote over answer leaves, for tasks with comparable answers")
     cot_candidate: bool = Field(
         True, description="one greedy chain-of-thought of the target joins the vote (ties go to it), "
@@ -53,6 +58,10 @@ class SearchConfig(BaseModel):
         "or there is no vote"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
+    known_states: bool = Field(
+        True, description="for tasks that name their states (state_key, reaches_goal): prune thoughts that "
+        "return to a state on their path or already in the tree, and stop at a state shown to reach the goal"
+    )
     seed: int = 0
 
 
@@ -91,6 +100,8 @@ class SearchRun:
     generator: ThoughtGenerator
     evaluator: StateEvaluator
     depth_limit: int
+    known_states: bool = False  # prune repeated states, stop at the goal (seed_tot/search/known_states.py)
+    solved: int | None = None  # the first node shown to reach the goal (with known_states)
 
 
 class Search(ABC):
@@ -128,9 +139,11 @@ class Search(ABC):
             log=BatchLog(),
             generator=ThoughtGenerator(self.task, self.formatter, cfg.thought_decode, cfg.n_thoughts, cfg.seed),
             evaluator=StateEvaluator(
-                self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples
+                self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples,
+                mode=cfg.value_mode,
             ),
             depth_limit=cfg.depth if cfg.depth is not None else int(self.task.default_depth),
+            known_states=cfg.known_states,
         )
         cot_prompt = getattr(self.task, "cot_prompt", None)
         if cfg.cot_candidate and cot_prompt is not None:
@@ -228,6 +241,8 @@ def expand(run: SearchRun, node_ids: list[int]) -> Steps[list[ThoughtNode]]:
             child.seeds["thought"] = thought.seed
             child.info["finish_reason"] = thought.finish_reason
             children.append(child)
+    if run.known_states:
+        mark_repeats(run.evaluator.task, run.problem, run.tree, children)
     value_requests = run.evaluator.requests(run.problem, children)
     outcome = yield Batch("value", node_ids[0], value_requests)
     if value_requests:
@@ -243,4 +258,9 @@ def expand(run: SearchRun, node_ids: list[int]) -> Steps[list[ThoughtNode]]:
             child.info["rejected"] = evaluation.rejected
         if len(evaluation.sample_values) > 1:
             child.info["sample_values"] = evaluation.sample_values
+        if evaluation.verdict_probs is not None:
+            child.info["verdict_probs"] = evaluation.verdict_probs
+            child.info["verdict_mass"] = evaluation.verdict_mass
+    if run.known_states and run.solved is None:
+        run.solved = first_goal(run.evaluator.task, run.problem, children)
     return children

@@ -12,6 +12,7 @@ from seed_tot.search.base import (
     expand,
     value_key,
 )
+from seed_tot.search.known_states import is_pruned
 from seed_tot.search.steps import Steps
 
 
@@ -25,7 +26,9 @@ class BFS(Search):
     The kept states are expanded together: one batch of b*n thought requests per step.
 
     States that already hold an answer stay in the running without being expanded; the
-    search stops early when every kept state holds an answer.
+    search stops early when every kept state holds an answer, or (known_states) as soon as a
+    new state is shown to reach the goal. A pruned repeat is kept only when nothing else is
+    left, and never expanded.
     """
 
     name = "bfs"
@@ -35,12 +38,15 @@ class BFS(Search):
     def _search(self, run: SearchRun) -> Steps[int]:
         frontier: list[ThoughtNode] = [run.tree.root]
         for step in range(run.depth_limit):
-            open_states = [node for node in frontier if node.kind != "answer"]
+            open_states = [node for node in frontier if node.kind != "answer" and not is_pruned(node) and not node.info.get("goal")]
             if not open_states:
                 break
             candidates = [node for node in frontier if node.kind == "answer"]
             candidates.extend((yield from expand(run, [node.id for node in open_states])))
-            frontier = sorted(candidates, key=value_key)[: self.config.breadth]
+            live = [node for node in candidates if not is_pruned(node)]
+            frontier = sorted(live or candidates, key=value_key)[: self.config.breadth]
+            if run.solved is not None:  # shown at the goal: the search ends with it (an answer, never expanded)
+                frontier = [run.tree.node(run.solved)]
             kept = {node.id for node in frontier}
             for node in candidates:
                 node.info["bfs_step"] = step

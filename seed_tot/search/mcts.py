@@ -22,6 +22,7 @@ from seed_tot.search.base import (
     expand,
     value_key,
 )
+from seed_tot.search.known_states import is_pruned
 from seed_tot.search.steps import Steps
 
 
@@ -47,9 +48,11 @@ class MCTS(Search):
             if self._expandable(run, leaf):
                 yield from self._expand(run, leaf)
                 path.append(self._best_child(run, leaf))
-                if self.config.simulate:
+                if self.config.simulate and run.solved is None:
                     yield from self._simulate(run, path)
             self._backpropagate(path)
+            if run.solved is not None:  # a state shown at the goal ends the search (known_states)
+                return run.solved
         if self.config.output_strategy == "most_visited":
             return self._most_visited_leaf(run, root).id
         return self._max_reward_node(run).id
@@ -69,7 +72,7 @@ class MCTS(Search):
 
     def _simulate(self, run: SearchRun, path: list[ThoughtNode]) -> Steps[None]:
         node = path[-1]
-        while self._expandable(run, node, ignore_children=True):
+        while self._expandable(run, node, ignore_children=True) and run.solved is None:
             if not run.tree.children(node.id):
                 yield from self._expand(run, node)
             node = self._best_child(run, node)
@@ -86,8 +89,8 @@ class MCTS(Search):
 
     @staticmethod
     def _expandable(run: SearchRun, node: ThoughtNode, ignore_children: bool = False) -> bool:
-        """Not an answer, above the depth limit and (unless ignored) without children yet."""
-        if node.kind == "answer" or node.depth >= run.depth_limit:
+        """Not an answer nor a pruned repeat, above the depth limit and (unless ignored) without children yet."""
+        if node.kind == "answer" or node.depth >= run.depth_limit or is_pruned(node):
             return False
         return ignore_children or not run.tree.children(node.id)
 

@@ -11,7 +11,7 @@ from seed_tot.decoding.sampling import probabilities, sample
 from seed_tot.requests import GenerationRequest, GenerationResult
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.scheduling.batched.prefill import prefill
+from seed_tot.scheduling.batched.prefill import prefill, score_joining
 from seed_tot.scheduling.batched.rows import (
     Row,
     join_batch,
@@ -63,9 +63,15 @@ class _ARSession(DecodeSession[Row]):
         self.executor = executor
         self.batch: RaggedBatchCache | None = None
 
+    can_score = True
+
     def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
         ex = self.executor
         started = time.perf_counter()
+        self.scored, queued = score_joining(ex, queued)
+        if not queued:
+            self.target_seconds += time.perf_counter() - started
+            return
         rows = [new_row(ticket, request, ex.target) for ticket, request in queued]
         batch, logits = prefill(ex.target, [r.prompt_ids for _, r in queued], ex.share_prefix, prefix_cache=ex.prefix_cache)
         for row, row_logits in zip(rows, logits):

@@ -4,13 +4,17 @@ forward per length bucket."""
 
 from __future__ import annotations
 
+import time
+
 import torch
 
+from seed_tot.requests import GenerationRequest, GenerationResult
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.buckets import length_buckets
 from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
+from seed_tot.scheduling.scoring import is_scoring, scored_result
 
 
 def chain_parents(n: int) -> list[int]:
@@ -121,3 +125,20 @@ def _prefill_in_two_stages(
     tails = [prompts[index][length:] for length, members in plan for index in members]
     batch, logits = _forward_segments(batch, tails)
     return batch, logits, order
+
+
+def score_joining(
+    executor, queued: list[tuple[int, GenerationRequest]]
+) -> tuple[list[tuple[int, GenerationResult]], list[tuple[int, GenerationRequest]]]:
+    """Serve the scoring requests among `queued` with one prefill of the target (shared prefixes
+    and the prefix cache, as every prompt); (their results, the requests left to decode)."""
+    scoring = [(ticket, request) for ticket, request in queued if is_scoring(request)]
+    if not scoring:
+        return [], queued
+    started = time.perf_counter()
+    _, logits = prefill(executor.target, [r.prompt_ids for _, r in scoring], executor.share_prefix,
+                        prefix_cache=executor.prefix_cache)
+    seconds = time.perf_counter() - started
+    results = [(ticket, scored_result(request, row_logits, seconds, ticket))
+               for (ticket, request), row_logits in zip(scoring, logits)]
+    return results, [(ticket, request) for ticket, request in queued if not is_scoring(request)]

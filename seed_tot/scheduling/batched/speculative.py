@@ -16,7 +16,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationRequest, GenerationResult
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.scheduling.batched.prefill import chain_parents, prefill
+from seed_tot.scheduling.batched.prefill import chain_parents, prefill, score_joining
 from seed_tot.scheduling.batched.rows import (
     Row,
     batch_probabilities,
@@ -214,8 +214,15 @@ class _SpeculativeSession(DecodeSession[Row]):
         self.draft_batch: RaggedBatchCache | None = None
         self.lookup_rows: list[Row] = []  # rows whose text lookup drafts may copy (groups still decoding)
 
+    can_score = True
+
     def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
         ex = self.executor
+        started = time.perf_counter()
+        self.scored, queued = score_joining(ex, queued)
+        self.target_seconds += time.perf_counter() - started
+        if not queued:
+            return
         rows = [new_row(ticket, request, ex.target, depth=len(ex.k_config)) for ticket, request in queued]
         for row in rows:
             row.pending = row.request.prompt_ids[-1]
