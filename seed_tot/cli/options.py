@@ -36,6 +36,11 @@ def method_options(f):
         click.option("--k-config", "k_config", default=None, help="Draft token-tree shape, e.g. 2,2,1 (candidates per position); 1,1,1 = plain 3-token draft."),
         click.option("--k", "k", type=int, default=None, help="Draft length for a plain chain draft (same as --k-config 1,1,...,1)."),
         click.option("--workers", type=int, default=None, help="SEED draft processes (default: n thoughts)."),
+        click.option("--server-url", "server_url", default=None, help="--method server: base URL of a running llama.cpp, vLLM or SGLang server, e.g. http://127.0.0.1:8080 (its model must use the --target tokenizer)."),
+        click.option("--server-api", "server_api", type=click.Choice(["auto", "llama.cpp", "openai"]), default="auto", show_default=True, help="--method server: llama.cpp's /completion or OpenAI-compatible /v1/completions (auto: ask the server)."),
+        click.option("--server-parallel", "server_parallel", type=int, default=None, help="llama-cpp/server: requests in flight at once (llama-cpp: also its slots). Default: the server's slots, 4 for llama-cpp."),
+        click.option("--server-timeout", "server_timeout", type=float, default=600.0, show_default=True, help="llama-cpp/server: seconds to wait for one request before retrying it (3 retries, doubling back-off)."),
+        click.option("--with-draft", "with_draft", is_flag=True, help="llama-cpp: speculative decoding with --draft as llama.cpp's draft model."),
         click.option("--method-option", "method_options", multiple=True, metavar="NAME=VALUE", help="A setting of the method's executor, repeatable, e.g. --method seed --method-option batched_verify=true --method-option share_prefix=true, or --method-option prefix_cache_mb=2048 for the batched methods (docs/executors.md lists each method's settings)."),
     ])
 

@@ -65,6 +65,11 @@ class TaskRunOptions:
     batching: str = "continuous"
     method_options: tuple[str, ...] = ()
     draft_dtype: str = "auto"
+    server_url: str | None = None
+    server_api: str = "auto"
+    server_parallel: int | None = None
+    server_timeout: float = 600.0
+    with_draft: bool = False
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -186,6 +191,21 @@ def load_models(opts: TaskRunOptions):
     return target, draft
 
 
+def open_engine(opts: TaskRunOptions):
+    """The server executor of --method llama-cpp (a server started for this run) or server."""
+    from seed_tot.engines.setup import open_llama_cpp, open_server
+
+    target = "tiny-target" if opts.tiny else opts.target
+    if opts.method == "server":
+        if opts.with_draft:
+            raise ConfigError("--with-draft applies to --method llama-cpp; a running server has its draft set at its start.")
+        return open_server(opts.server_url, target, opts.server_api, opts.server_parallel, opts.server_timeout)
+    if opts.server_url:
+        raise ConfigError("--server-url applies to --method server; --method llama-cpp starts its own server.")
+    draft = ("tiny-draft" if opts.tiny else opts.draft) if opts.with_draft else None
+    return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
+
+
 def judge(task, executor, formatter, passage: str, seed: int) -> dict:
     """Creative Writing's 1-10 coherency judge, run by the target through the same executor."""
     if not hasattr(task, "judge_prompt") or not passage:
@@ -268,7 +288,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.api import to_trace
     from seed_tot.observe.trace import write_trace
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.factory import default_concurrency, make_executor
+    from seed_tot.scheduling.factory import ENGINE_METHODS, default_concurrency, make_executor
     from seed_tot.search import search_class
     from seed_tot.search.driver import solve_many
     from tasks import get_task
@@ -293,14 +313,21 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     if done:
         click.echo(f"resuming: {len(problems) - len(todo)} of {len(problems)} problems already done")
 
-    target, draft = load_models(opts)
-    executor = make_executor(opts.method, target, draft, **method_settings)
-    formatter = PromptFormatter(target.tokenizer)
-    models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
-    dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
-    if draft is not None:
-        models["draft_dtype"] = str(draft.dtype).removeprefix("torch.")
+    if opts.method in ENGINE_METHODS:
+        engine = open_engine(opts)
+        executor, tokenizer, models, dtype, packed_layers = engine.executor, engine.tokenizer, engine.models, "gguf", 0
+    else:
+        target, draft = load_models(opts)
+        executor = make_executor(opts.method, target, draft, **method_settings)
+        tokenizer, packed_layers = target.tokenizer, target.packed_layers
+        models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
+        dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
+        if draft is not None:
+            models["draft_dtype"] = str(draft.dtype).removeprefix("torch.")
+    formatter = PromptFormatter(tokenizer)
     extra_config = {"method": opts.method, "dtype": dtype, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
+    if opts.method in ENGINE_METHODS:
+        extra_config["engine"] = engine.engine
     interrupted = False
     search = search_cls(task, executor, formatter, search_config)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
@@ -336,6 +363,6 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     print_summary(load_records(out / "results.jsonl"), out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
-                     work=work.as_dict() if work is not None else None, packed_layers=target.packed_layers)
+                     work=work.as_dict() if work is not None else None, packed_layers=packed_layers)
     if interrupted:
         sys.exit(130)
