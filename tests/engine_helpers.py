@@ -39,7 +39,7 @@ def tiny_gguf(directory: Path, name: str = "tiny-target") -> str:
 def tiny_server(directory: Path, slots: int = 4, draft: bool = False):
     settings = LlamaServerSettings(
         model=tiny_gguf(directory), draft=tiny_gguf(directory, "tiny-draft") if draft else None,
-        slots=slots, ctx_per_slot=1024, threads=THREADS,
+        slots=slots, ctx_per_slot=4096, threads=THREADS,
     )
     with LlamaServer(settings) as server:
         yield server
