@@ -21,7 +21,7 @@ from seed_tot.engines.connect import connect
 from seed_tot.engines.embedded import free_port
 from seed_tot.errors import EngineError, TokenizerMismatchError
 
-SMALL = ["--tiny", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "24", "--value-max-new-tokens", "6",
+SMALL = ["--tiny", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "24", "--value-max-new-tokens", "6", "--no-cot",
          "--threads", str(THREADS)]
 
 
@@ -82,7 +82,7 @@ def test_slow_replies_time_out_in_one_sentence(tmp_path):
 
 def test_server_killed_mid_run_keeps_finished_problems_and_resume_finishes(tmp_path):
     out = tmp_path / "run"
-    limit = 10
+    limit = 6
     with tiny_server(tmp_path, slots=2) as server:
         run = subprocess.Popen(
             [sys.executable, "-m", "seed_tot", "gsm8k", *SMALL, "--method", "server", "--server-url", server.url,
@@ -115,10 +115,10 @@ def test_server_killed_mid_run_keeps_finished_problems_and_resume_finishes(tmp_p
 def test_llama_cpp_method_runs_and_records_the_engine_then_stops_its_server(tmp_path):
     out = tmp_path / "run"
     before = _llama_children()
-    proc = seed_tot("gsm8k", *SMALL, "--method", "llama-cpp", "--with-draft", "--limit", "2", "--out", str(out))
+    proc = seed_tot("gsm8k", *SMALL, "--method", "llama-cpp", "--with-draft", "--limit", "1", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     records = results_of(out)
-    assert len(records) == 2 and all(r["new_tokens"] > 0 for r in records)
+    assert len(records) == 1 and records[0]["new_tokens"] > 0
     trace = json.loads(open(records[0]["trace_path"]).read())
     engine = trace["config"]["engine"]
     assert engine["engine"] == "llama.cpp" and engine["started_by"] == "seed-tot"
@@ -172,3 +172,20 @@ def _llama_children() -> set[int]:
             if "seed_tot.engines.llama_process" in command and _alive(int(entry)):
                 found.add(int(entry))
     return found
+
+
+def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
+    serve = subprocess.Popen([sys.executable, "-m", "seed_tot", "serve", "--tiny", "--threads", "1", "--slots", "2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = serve.stdout.readline()
+        url = first.split(" at ")[-1].strip()
+        assert url.startswith("http://127.0.0.1:"), first
+        executor = executor_for(url, parallel=2)
+        assert executor.info.slots == 2 and executor.run(requests_for(DecodeConfig(max_new_tokens=4))[:2])
+        executor.close()
+    finally:
+        serve.send_signal(signal.SIGINT)
+        stdout, _ = serve.communicate(timeout=60)
+    assert serve.returncode == 0 and "server stopped" in stdout
+    assert _llama_children() == set() or all(not _alive(pid) for pid in _llama_children())

@@ -50,6 +50,7 @@ _COMMAND_MODULES = [
     ("seed_tot.cli.bench", "bench"),
     ("seed_tot.cli.trace", "trace"),
     ("seed_tot.cli.fastcot", "fastcot"),
+    ("seed_tot.cli.serve", "serve"),
 ]
 
 

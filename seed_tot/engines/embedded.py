@@ -30,6 +30,7 @@ class LlamaServerSettings:
     ctx_per_slot: int = 4096
     threads: int | None = None
     draft_max: int = 8
+    port: int = 0  # 0: a free port
 
 
 def free_port() -> int:
@@ -72,7 +73,7 @@ class LlamaServer:
         self.log_path = Path(tempfile.mkstemp(prefix="seed-tot-llama-", suffix=".log")[1])
         self._log = open(self.log_path, "wb")
         self.process = subprocess.Popen(
-            _command(settings, free_port()), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            _command(settings, settings.port or free_port()), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
         )
         self.url = self._wait_ready()
 
