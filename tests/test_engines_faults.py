@@ -175,6 +175,7 @@ def _llama_children() -> set[int]:
 
 
 def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
+    before = _llama_children()
     serve = subprocess.Popen([sys.executable, "-m", "seed_tot", "serve", "--tiny", "--threads", "1", "--slots", "2"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -188,4 +189,4 @@ def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
         serve.send_signal(signal.SIGINT)
         stdout, _ = serve.communicate(timeout=60)
     assert serve.returncode == 0 and "server stopped" in stdout
-    assert _llama_children() == set() or all(not _alive(pid) for pid in _llama_children())
+    assert _llama_children() <= before  # its llama.cpp child is gone
