@@ -293,6 +293,10 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.search.driver import solve_many
     from tasks import get_task
 
+    if opts.method == "auto":
+        from seed_tot.cli.options import resolve_auto_method
+
+        opts = replace(opts, method=resolve_auto_method(opts.target, opts.tiny, opts.device))
     if opts.concurrency is None:
         opts = replace(opts, concurrency=default_concurrency(opts.method))
     _check_numbers(opts)
