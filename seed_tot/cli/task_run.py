@@ -87,6 +87,10 @@ def executor_options(opts: TaskRunOptions) -> dict:
         options["k"] = opts.k
     if options and opts.method not in NEEDS_DRAFT | {"batched-lookup"}:
         raise ConfigError(f"--k/--k-config apply to speculative methods, not to --method {opts.method}.")
+    if opts.with_draft and opts.method != "llama-cpp":
+        raise ConfigError(f"--with-draft applies to --method llama-cpp, not to --method {opts.method}.")
+    if opts.server_url and opts.method != "server":
+        raise ConfigError(f"--server-url applies to --method server, not to --method {opts.method}.")
     if opts.method.startswith("seed"):
         options["num_workers"] = opts.workers or opts.n_thoughts
     elif opts.workers is not None:
@@ -197,11 +201,7 @@ def open_engine(opts: TaskRunOptions):
 
     target = "tiny-target" if opts.tiny else opts.target
     if opts.method == "server":
-        if opts.with_draft:
-            raise ConfigError("--with-draft applies to --method llama-cpp; a running server has its draft set at its start.")
         return open_server(opts.server_url, target, opts.server_api, opts.server_parallel, opts.server_timeout)
-    if opts.server_url:
-        raise ConfigError("--server-url applies to --method server; --method llama-cpp starts its own server.")
     draft = ("tiny-draft" if opts.tiny else opts.draft) if opts.with_draft else None
     return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
 
