@@ -83,7 +83,10 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
         raise ConfigError(f"Method {method!r} needs a draft model: pass a draft of the target's tokenizer family.")
     check_options(method, options)
     if method in ENGINE_METHODS:
-        raise ConfigError(f"Method {method!r} runs on an inference server: build it with seed_tot.engines.setup.open_engine.")
+        raise ConfigError(
+            f"Method {method!r} runs on an inference server, not on a loaded model: use it from a task command "
+            "(e.g. seed-tot gsm8k --method llama-cpp) or build it with seed_tot.engines.setup.open_llama_cpp or open_server."
+        )
     if method == "ar":
         from seed_tot.scheduling.serial import ar_executor
 
