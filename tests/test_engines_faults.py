@@ -56,6 +56,7 @@ def test_wrong_tokenizer_is_refused_on_connect(tmp_path):
     assert one_sentence(str(info.value)) and "--target" in str(info.value)
 
 
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
 def test_unreachable_url_exits_2_before_any_problem(tmp_path):
     out = tmp_path / "run"
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
@@ -80,6 +81,7 @@ def test_slow_replies_time_out_in_one_sentence(tmp_path):
     assert waited < 30  # bounded: two tries and one short back-off, not a hang
 
 
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
 def test_server_killed_mid_run_keeps_finished_problems_and_resume_finishes(tmp_path):
     out = tmp_path / "run"
     limit = 6
@@ -112,6 +114,7 @@ def test_server_killed_mid_run_keeps_finished_problems_and_resume_finishes(tmp_p
     assert [r["problem_id"] for r in results_of(out)[: len(kept)]] == [r["problem_id"] for r in kept]
 
 
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
 def test_llama_cpp_method_runs_and_records_the_engine_then_stops_its_server(tmp_path):
     out = tmp_path / "run"
     before = _llama_children()
@@ -174,6 +177,7 @@ def _llama_children() -> set[int]:
     return found
 
 
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
 def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
     before = _llama_children()
     serve = subprocess.Popen([sys.executable, "-m", "seed_tot", "serve", "--tiny", "--threads", "1", "--slots", "2"],
