@@ -83,13 +83,14 @@ def open_llama_cpp(target: str, draft: str | None = None, slots: int | None = No
                    timeout: float = 600.0, retries: int = 3, ctx_per_slot: int = 4096) -> EngineRun:
     """Start llama.cpp's server for one run; closing the executor stops it."""
     from seed_tot.engines.connect import connect
-    from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings
+    from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings, default_threads
     from seed_tot.engines.server_executor import ServerExecutor
 
     target_file = gguf_path(target)
     draft_file = gguf_path(draft) if draft else None
     tokenizer = tokenizer_for(target)
     slots = slots or DEFAULT_SLOTS
+    threads = threads or default_threads()
     server = LlamaServer(LlamaServerSettings(target_file, draft_file, slots, ctx_per_slot, threads))
     try:
         info = connect(server.url, tokenizer, "llama.cpp", timeout=CONNECT_TIMEOUT_S)
