@@ -194,3 +194,24 @@ def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
         stdout, _ = serve.communicate(timeout=60)
     assert serve.returncode == 0 and "server stopped" in stdout
     assert _llama_children() <= before  # its llama.cpp child is gone
+
+
+def test_close_with_requests_in_flight_returns_promptly(tmp_path):
+    """Ctrl-C or an error mid-batch closes the executor while requests decode: closing stops the
+    server and returns at once, it does not wait for the requests (up to --server-timeout)."""
+    from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings
+    from seed_tot.engines.server_executor import ServerExecutor
+    from seed_tot.models.tiny import byte_tokenizer
+
+    server = LlamaServer(LlamaServerSettings(tiny_gguf(tmp_path), slots=1, ctx_per_slot=4096, threads=THREADS))
+    tokenizer = byte_tokenizer()
+    executor = ServerExecutor(connect(server.url, tokenizer), tokenizer, parallel=2, on_close=server.close)
+    session = executor.session()
+    session.add(requests_for(DecodeConfig(max_new_tokens=3000, ignore_eos=True))[:4])  # seconds of decoding
+    time.sleep(0.3)
+    started = time.perf_counter()
+    executor.close()
+    assert time.perf_counter() - started < 15
+    assert server.process.poll() is not None
+    # nothing ran to its end: queued requests were dropped, those in flight stopped with the server
+    assert all(future.cancelled() or future.exception() is not None for future in session.pending)

@@ -61,9 +61,12 @@ class ServerExecutor:
         if self._closed:
             return
         self._closed = True
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        # Queued requests are dropped; stopping our own server first makes the requests in flight
+        # fail at once instead of holding Ctrl-C or an error for up to --server-timeout.
+        self._pool.shutdown(wait=False, cancel_futures=True)
         if self._on_close is not None:
             self._on_close()
+        self._pool.shutdown(wait=True)
 
     # ------------------------------------------------------------------ one request
 
