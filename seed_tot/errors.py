@@ -27,3 +27,7 @@ class NumericOverflowError(SeedTotError):
 
 class WorkerError(SeedTotError):
     """A scheduler worker process died or raised; the message carries the worker's own error."""
+
+
+class EngineError(SeedTotError):
+    """An inference server (llama.cpp, vLLM, SGLang) is unreachable, too slow, or answers wrongly."""

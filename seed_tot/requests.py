@@ -22,6 +22,7 @@ class GenerationStats:
     target_forwards: int = 0
     draft_forwards: int = 0
     wall_seconds: float = 0.0
+    cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -44,6 +45,7 @@ class GenerationStats:
             target_forwards=self.target_forwards + other.target_forwards,
             draft_forwards=self.draft_forwards + other.draft_forwards,
             wall_seconds=self.wall_seconds + other.wall_seconds,
+            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
         )
 
     def as_dict(self) -> dict:
@@ -54,6 +56,7 @@ class GenerationStats:
             "target_forwards": self.target_forwards,
             "draft_forwards": self.draft_forwards,
             "wall_seconds": self.wall_seconds,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "acceptance_rate": self.acceptance_rate,
             "tokens_per_target_forward": self.tokens_per_target_forward,
         }

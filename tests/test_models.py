@@ -311,8 +311,16 @@ def test_disk_full_before_saving_keeps_downloads_and_a_rerun_resumes(tmp_path, m
     monkeypatch.undo()
     outcome = pull_model(model, root, torch.float32, keep_downloads=True, downloader=no_network)
     assert outcome.action == "pulled"
-    assert (root / DOWNLOADS_DIR / model.alias / model.gguf_name).is_file()
+    assert (cached_model_dir(model, root) / model.gguf_name).read_bytes() == source.read_bytes()  # kept for llama.cpp
     assert sorted(p.name for p in root.iterdir()) == [DOWNLOADS_DIR, "tiny-qwen2"]
+
+    # A cache converted before GGUF files were kept: a pull fetches the .gguf alone.
+    (cached_model_dir(model, root) / model.gguf_name).unlink()
+    weights = {p: p.stat().st_mtime_ns for p in cached_model_dir(model, root).glob("*.safetensors")}
+    outcome = pull_model(model, root, torch.float32, downloader=from_local_registry)
+    assert outcome.action == "pulled"
+    assert (cached_model_dir(model, root) / model.gguf_name).read_bytes() == source.read_bytes()
+    assert {p: p.stat().st_mtime_ns for p in cached_model_dir(model, root).glob("*.safetensors")} == weights
 
 
 # ----------------------------------------------------------------------------- idempotency
@@ -324,6 +332,8 @@ def fake_cache(root: Path) -> None:
         directory.mkdir(parents=True)
         (directory / "config.json").write_text('{"dtype": "bfloat16"}')
         (directory / "model.safetensors").write_bytes(b"\0" * 1234)
+        with open(directory / model.gguf_name, "wb") as gguf:
+            gguf.truncate(model.size)  # sparse: the size a pull checks, no disk used
 
 
 def test_pull_of_cached_models_is_a_fast_no_op(tmp_path):

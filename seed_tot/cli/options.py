@@ -6,9 +6,29 @@ import click
 
 from seed_tot.scheduling.factory import METHODS
 
-# The fastest lossless executor measured on this 2-core CPU (docs/executors.md); on a GPU,
-# where a draft forward costs ~2% of a target forward, batched-sd is expected to win.
-DEFAULT_METHOD = "batched-lookup"  # fastest lossless executor measured here (README, Results)
+# "auto": llama-cpp on a machine without a GPU when the target is a GGUF model (the default pair
+# included): llama.cpp decodes the 4-bit file directly and measured faster on this 2-core CPU
+# (docs/engines.md, docs/results/engines). Elsewhere (a GPU, --tiny, a transformers directory or
+# hub id) the fastest in-process executor measured here: batched-lookup (docs/executors.md).
+DEFAULT_METHOD = "auto"
+IN_PROCESS_DEFAULT_METHOD = "batched-lookup"
+
+
+def resolve_auto_method(target: str, tiny: bool, device: str) -> str:
+    """What --method auto means for this target on this machine."""
+    import importlib.util
+
+    from seed_tot.models.registry import ALIASES
+
+    gguf_target = target in ALIASES or target.endswith(".gguf")
+    if tiny or not gguf_target or device not in ("auto", "cpu") or importlib.util.find_spec("xllamacpp") is None:
+        return IN_PROCESS_DEFAULT_METHOD
+    if device == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            return IN_PROCESS_DEFAULT_METHOD
+    return "llama-cpp"
 
 
 def _apply(f, options):
@@ -32,10 +52,15 @@ def model_options(f):
 
 def method_options(f):
     return _apply(f, [
-        click.option("--method", type=click.Choice(METHODS), default=DEFAULT_METHOD, show_default=True, help="Executor for every tree expansion: ar (plain), sd/mcsd (serial speculative), batched (batched AR), batched-sd/batched-mcsd (speculative batched across the n requests), batched-lookup (batched n-gram lookup drafts), seed/seed-mcsd (SEED: draft processes + FCFS verify queue), lookahead/jacobi/fastcot (inner per-node decoders, run request by request; --method is the one way to choose them, there is no separate --inner option)."),
+        click.option("--method", type=click.Choice(["auto", *METHODS]), default=DEFAULT_METHOD, show_default=True, help="Executor for every tree expansion. auto: llama-cpp on a machine without a GPU for a GGUF target (the default pair), else batched-lookup. llama-cpp (llama.cpp's server started for the run, 4-bit GGUF), server (a running llama.cpp/vLLM/SGLang server, --server-url), ar (plain), sd/mcsd (serial speculative), batched (batched AR), batched-sd/batched-mcsd (speculative batched across the n requests), batched-lookup (batched n-gram lookup drafts), seed/seed-mcsd (SEED: draft processes + FCFS verify queue), lookahead/jacobi/fastcot (inner per-node decoders, run request by request; --method is the one way to choose them, there is no separate --inner option)."),
         click.option("--k-config", "k_config", default=None, help="Draft token-tree shape, e.g. 2,2,1 (candidates per position); 1,1,1 = plain 3-token draft."),
         click.option("--k", "k", type=int, default=None, help="Draft length for a plain chain draft (same as --k-config 1,1,...,1)."),
         click.option("--workers", type=int, default=None, help="SEED draft processes (default: n thoughts)."),
+        click.option("--server-url", "server_url", default=None, help="--method server: base URL of a running llama.cpp, vLLM or SGLang server, e.g. http://127.0.0.1:8080 (its model must use the --target tokenizer)."),
+        click.option("--server-api", "server_api", type=click.Choice(["auto", "llama.cpp", "openai"]), default="auto", show_default=True, help="--method server: llama.cpp's /completion or OpenAI-compatible /v1/completions (auto: ask the server)."),
+        click.option("--server-parallel", "server_parallel", type=int, default=None, help="llama-cpp/server: requests in flight at once (llama-cpp: also its slots). Default: the server's slots, 4 for llama-cpp."),
+        click.option("--server-timeout", "server_timeout", type=float, default=600.0, show_default=True, help="llama-cpp/server: seconds to wait for one request before retrying it (3 retries, doubling back-off)."),
+        click.option("--with-draft", "with_draft", is_flag=True, help="llama-cpp: speculative decoding with --draft as llama.cpp's draft model."),
         click.option("--method-option", "method_options", multiple=True, metavar="NAME=VALUE", help="A setting of the method's executor, repeatable, e.g. --method seed --method-option batched_verify=true --method-option share_prefix=true, or --method-option prefix_cache_mb=2048 for the batched methods (docs/executors.md lists each method's settings)."),
     ])
 

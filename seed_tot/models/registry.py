@@ -76,6 +76,16 @@ def cached_model_dir(model: DefaultModel, root: Path | None = None) -> Path:
     return (root or cache_root()) / model.alias
 
 
+def cached_gguf(model: DefaultModel, root: Path | None = None) -> Path:
+    """The verified .gguf a pull keeps beside the dequantized weights (llama.cpp reads it)."""
+    return cached_model_dir(model, root) / model.gguf_name
+
+
+def has_gguf(model: DefaultModel, root: Path | None = None) -> bool:
+    path = cached_gguf(model, root)
+    return path.is_file() and path.stat().st_size == model.size
+
+
 def is_cached(model: DefaultModel, root: Path | None = None) -> bool:
     directory = cached_model_dir(model, root)
     return (directory / "config.json").is_file() and any(directory.glob("*.safetensors"))

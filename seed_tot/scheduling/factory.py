@@ -11,6 +11,7 @@
 | seed          | SEED: parallel draft processes + one verifier (k, default 3)     | yes           |
 | seed-mcsd     | SEED with token trees (k_config, default 2,2,1)                  | yes           |
 | lookahead / jacobi / fastcot | single-sequence decoders run request by request   | no            |
+| llama-cpp / server | an inference server (seed_tot/engines), one HTTP request each | optional |
 
 Modules are imported lazily, so a method's dependencies load only when it is used.
 """
@@ -41,7 +42,13 @@ METHODS = (
     "seed",
     "seed-mcsd",
     *SERIAL_DECODERS,
+    "llama-cpp",
+    "server",
 )
+# Methods whose tokens come from an inference server (seed_tot/engines), not from a ModelRunner.
+ENGINE_METHODS = {"llama-cpp", "server"}
+# Problems searched at once on a server: enough requests in flight to fill its slots.
+ENGINE_CONCURRENCY = 4
 NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
 # Draft tokens per batched-lookup step over all rows. Measured here (docs/results/bench_forward_width.json):
 # a 1.5B forward costs ~190 ms + ~20 ms per token slot, so a row's draft token pays only while
@@ -63,6 +70,8 @@ DraftArg = ModelRunner | str | Any  # a runner, a model name, or a SEED DraftSou
 
 
 def default_concurrency(method: str) -> int:
+    if method in ENGINE_METHODS:
+        return ENGINE_CONCURRENCY
     return BATCHED_CONCURRENCY if method in BATCHED_METHODS else 1
 
 
@@ -73,6 +82,11 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
     if method in NEEDS_DRAFT and draft is None:
         raise ConfigError(f"Method {method!r} needs a draft model: pass a draft of the target's tokenizer family.")
     check_options(method, options)
+    if method in ENGINE_METHODS:
+        raise ConfigError(
+            f"Method {method!r} runs on an inference server, not on a loaded model: use it from a task command "
+            "(e.g. seed-tot gsm8k --method llama-cpp) or build it with seed_tot.engines.setup.open_llama_cpp or open_server."
+        )
     if method == "ar":
         from seed_tot.scheduling.serial import ar_executor
 
@@ -104,7 +118,7 @@ def option_names(method: str) -> set[str]:
     """The settings make_executor takes for `method` (no model is loaded)."""
     if method not in METHODS:
         raise ConfigError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
-    if method == "ar":
+    if method == "ar" or method in ENGINE_METHODS:
         return set()
     if method in ("sd", "mcsd"):
         return {"k", "k_config"}

@@ -1,0 +1,54 @@
+"""OpenAI-compatible `/v1/completions` (vLLM, SGLang): token-id prompts, a seed per request.
+
+Extra sampling fields are the servers' own names for "no other sampler": vLLM and SGLang read
+them, other servers ignore fields they do not know. Token ids come back where the server returns
+them (`token_ids` with `return_token_ids`, vLLM); otherwise the text is encoded locally.
+"""
+
+from __future__ import annotations
+
+from seed_tot.requests import GenerationRequest, GenerationStats
+
+PATH = "/v1/completions"
+NEUTRAL_SAMPLERS = {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
+def completion_body(request: GenerationRequest, model: str) -> dict:
+    config = request.config
+    return {
+        "model": model,
+        "prompt": list(request.prompt_ids),
+        "max_tokens": config.max_new_tokens,
+        "temperature": config.temperature,
+        "top_p": config.top_p,
+        "seed": request.seed,
+        "stop": list(config.stop) or None,
+        "ignore_eos": config.ignore_eos,
+        "include_stop_str_in_output": True,
+        "skip_special_tokens": True,
+        "return_token_ids": True,
+        "n": 1,
+        "stream": False,
+        **NEUTRAL_SAMPLERS,
+    }
+
+
+def choice(reply: dict) -> dict:
+    choices = reply.get("choices") or [{}]
+    return choices[0]
+
+
+def reply_tokens(reply: dict) -> list[int] | None:
+    ids = choice(reply).get("token_ids") or choice(reply).get("output_ids")
+    return [int(t) for t in ids] if ids else None
+
+
+def finish_reason(reply: dict) -> str:
+    first = choice(reply)
+    if first.get("finish_reason") == "length":
+        return "length"
+    return "stop" if isinstance(first.get("stop_reason"), str) else "eos"
+
+
+def reply_stats(reply: dict, new_tokens: int) -> GenerationStats:
+    return GenerationStats(new_tokens=new_tokens, target_forwards=new_tokens)

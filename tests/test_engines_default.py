@@ -1,0 +1,30 @@
+"""What --method auto (the CLI default) picks: llama.cpp for a GGUF target on a machine without a
+GPU, the in-process batched-lookup executor everywhere else."""
+
+import pytest
+import torch
+
+from seed_tot.cli.options import IN_PROCESS_DEFAULT_METHOD, resolve_auto_method
+
+pytest.importorskip("xllamacpp")
+no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU default")
+
+
+@no_gpu
+@pytest.mark.parametrize("target", ["default-target", "qwen2.5-coder-1.5b-instruct", "/models/my.Q4_K_M.gguf"])
+def test_gguf_targets_on_a_cpu_run_on_llama_cpp(target):
+    assert resolve_auto_method(target, tiny=False, device="auto") == "llama-cpp"
+    assert resolve_auto_method(target, tiny=False, device="cpu") == "llama-cpp"
+
+
+@pytest.mark.parametrize(
+    "target,tiny,device",
+    [
+        ("default-target", True, "auto"),  # the tiny pair: the in-process research path
+        ("Qwen/Qwen2.5-Coder-1.5B-Instruct", False, "auto"),  # a hub id: transformers weights
+        ("/models/saved-dir", False, "auto"),  # a transformers directory
+        ("default-target", False, "cuda"),  # a GPU: the torch executors
+    ],
+)
+def test_everything_else_stays_in_process(target, tiny, device):
+    assert resolve_auto_method(target, tiny, device) == IN_PROCESS_DEFAULT_METHOD

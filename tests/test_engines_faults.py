@@ -1,0 +1,217 @@
+"""Faults against a real llama.cpp server: killed mid-run, wrong tokenizer, unreachable URL, slow
+replies. Each ends in one sentence; problems finished before it are kept; no server outlives its run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from engine_helpers import THREADS, executor_for, requests_for, tiny_gguf, tiny_server
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers.pre_tokenizers import ByteLevel
+from transformers import PreTrainedTokenizerFast
+
+from seed_tot.config import DecodeConfig
+from seed_tot.engines.connect import connect
+from seed_tot.engines.embedded import free_port
+from seed_tot.errors import EngineError, TokenizerMismatchError
+
+SMALL = ["--tiny", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "24", "--value-max-new-tokens", "6", "--no-cot",
+         "--threads", str(THREADS)]
+
+
+def one_sentence(message: str) -> bool:
+    body = message.rstrip(".")
+    return "\n" not in message and message.endswith(".") and ". " not in body.replace("e.g. ", "")
+
+
+def seed_tot(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seed_tot", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def reversed_byte_tokenizer() -> PreTrainedTokenizerFast:
+    """The tiny byte tokenizer with its byte ids in reverse order: same texts, other ids."""
+    alphabet = sorted(ByteLevel.alphabet(), reverse=True)
+    backend = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(["<|endoftext|>", "<|pad|>"])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|pad|>")
+
+
+def results_of(out) -> list[dict]:
+    path = out / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def test_wrong_tokenizer_is_refused_on_connect(tmp_path):
+    with tiny_server(tmp_path, slots=1) as server:
+        with pytest.raises(TokenizerMismatchError) as info:
+            connect(server.url, reversed_byte_tokenizer())
+    assert one_sentence(str(info.value)) and "--target" in str(info.value)
+
+
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
+def test_unreachable_url_exits_2_before_any_problem(tmp_path):
+    out = tmp_path / "run"
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    proc = seed_tot("gsm8k", *SMALL, "--method", "server", "--server-url", url, "--limit", "1", "--out", str(out))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    message = proc.stderr.strip().splitlines()[-1].removeprefix("Error: ")
+    assert "Traceback" not in proc.stderr and one_sentence(message) and "Cannot reach the server" in message
+    assert results_of(out) == []
+
+
+def test_slow_replies_time_out_in_one_sentence(tmp_path):
+    long = DecodeConfig(max_new_tokens=900, ignore_eos=True)  # ~1 s on the tiny model, far over the timeout
+    with tiny_server(tmp_path, slots=1) as server:
+        executor = executor_for(server.url, parallel=1, timeout=0.02, retries=1, backoff=0.05)
+        started = time.perf_counter()
+        with pytest.raises(EngineError) as info:
+            executor.run(requests_for(long)[:1])
+        executor.close()
+        waited = time.perf_counter() - started
+    message = str(info.value)
+    assert one_sentence(message) and "no reply within 0.02 s" in message and "--resume" in message
+    assert waited < 30  # bounded: two tries and one short back-off, not a hang
+
+
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
+def test_server_killed_mid_run_keeps_finished_problems_and_resume_finishes(tmp_path):
+    out = tmp_path / "run"
+    limit = 6
+    with tiny_server(tmp_path, slots=2) as server:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "seed_tot", "gsm8k", *SMALL, "--method", "server", "--server-url", server.url,
+             "--limit", str(limit), "--concurrency", "1", "--out", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        deadline = time.monotonic() + 120
+        while not results_of(out) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.02)
+        os.kill(server.pid, signal.SIGKILL)  # the server dies while the run goes on
+        stdout, stderr = run.communicate(timeout=120)
+    kept = results_of(out)
+    assert run.returncode == 2, stderr[-2000:]
+    message = stderr.strip().splitlines()[-1].removeprefix("Error: ")
+    assert "Traceback" not in stderr and one_sentence(message), message
+    assert "stopped answering" in message and "--resume" in message
+    assert 1 <= len(kept) < limit  # finished problems are on disk, the rest did not run
+    for record in kept:
+        assert os.path.isfile(record["trace_path"])
+
+    with tiny_server(tmp_path, slots=2) as again:  # a new server, another port
+        resumed = seed_tot("gsm8k", *SMALL, "--method", "server", "--server-url", again.url,
+                           "--limit", str(limit), "--concurrency", "1", "--out", str(out), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ids = [r["problem_id"] for r in results_of(out)]
+    assert sorted(ids) == sorted(f"gsm8k-{i}" for i in range(1, limit + 1)) and len(ids) == limit
+    assert [r["problem_id"] for r in results_of(out)[: len(kept)]] == [r["problem_id"] for r in kept]
+
+
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
+def test_llama_cpp_method_runs_and_records_the_engine_then_stops_its_server(tmp_path):
+    out = tmp_path / "run"
+    before = _llama_children()
+    proc = seed_tot("gsm8k", *SMALL, "--method", "llama-cpp", "--with-draft", "--limit", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = results_of(out)
+    assert len(records) == 1 and records[0]["new_tokens"] > 0
+    trace = json.loads(open(records[0]["trace_path"]).read())
+    engine = trace["config"]["engine"]
+    assert engine["engine"] == "llama.cpp" and engine["started_by"] == "seed-tot"
+    assert engine["model_sha256"] and len(engine["model_sha256"]) == 64 and engine["draft_sha256"]
+    assert engine["slots"] == 4 and engine["sampler"]["top_k"] == 0
+    assert trace["models"]["target"].endswith("tiny-target.gguf")
+    assert records[0]["acceptance_rate"] is not None  # draft statistics reach the results
+    assert _llama_children() == before  # the server stopped with the run
+
+
+def test_server_child_exits_when_its_parent_dies(tmp_path):
+    """The parent is killed (no cleanup runs): the llama.cpp child sees its stdin close and exits."""
+    model = tiny_gguf(tmp_path)
+    script = (
+        "import os, sys\n"
+        "from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings\n"
+        f"server = LlamaServer(LlamaServerSettings({model!r}, slots=1, ctx_per_slot=256, threads=1))\n"
+        "print(server.pid, flush=True)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    parent = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    child = int(parent.stdout.split()[0])
+    deadline = time.monotonic() + 20
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for its (dead) parent's reaper counts as gone
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _llama_children() -> set[int]:
+    """Our own llama.cpp server processes (children of this test process's tree) still running."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    command = handle.read().decode(errors="replace")
+            except OSError:
+                continue
+            if "seed_tot.engines.llama_process" in command and _alive(int(entry)):
+                found.add(int(entry))
+    return found
+
+
+@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
+def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
+    before = _llama_children()
+    serve = subprocess.Popen([sys.executable, "-m", "seed_tot", "serve", "--tiny", "--threads", "1", "--slots", "2"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = serve.stdout.readline()
+        url = first.split(" at ")[-1].strip()
+        assert url.startswith("http://127.0.0.1:"), first
+        executor = executor_for(url, parallel=2)
+        assert executor.info.slots == 2 and executor.run(requests_for(DecodeConfig(max_new_tokens=4))[:2])
+        executor.close()
+    finally:
+        serve.send_signal(signal.SIGINT)
+        stdout, _ = serve.communicate(timeout=60)
+    assert serve.returncode == 0 and "server stopped" in stdout
+    assert _llama_children() <= before  # its llama.cpp child is gone
+
+
+def test_close_with_requests_in_flight_returns_promptly(tmp_path):
+    """Ctrl-C or an error mid-batch closes the executor while requests decode: closing stops the
+    server and returns at once, it does not wait for the requests (up to --server-timeout)."""
+    from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings
+    from seed_tot.engines.server_executor import ServerExecutor
+    from seed_tot.models.tiny import byte_tokenizer
+
+    server = LlamaServer(LlamaServerSettings(tiny_gguf(tmp_path), slots=1, ctx_per_slot=4096, threads=THREADS))
+    tokenizer = byte_tokenizer()
+    executor = ServerExecutor(connect(server.url, tokenizer), tokenizer, parallel=2, on_close=server.close)
+    session = executor.session()
+    session.add(requests_for(DecodeConfig(max_new_tokens=3000, ignore_eos=True))[:4])  # seconds of decoding
+    time.sleep(0.3)
+    started = time.perf_counter()
+    executor.close()
+    assert time.perf_counter() - started < 15
+    assert server.process.poll() is not None
+    # nothing ran to its end: queued requests were dropped, those in flight stopped with the server
+    assert all(future.cancelled() or future.exception() is not None for future in session.pending)
