@@ -68,7 +68,8 @@ def connect(ray, address: str | None, init_options: dict | None = None) -> bool:
 
 def plan_actors(nodes: list[dict], actors: int | None, cpus_per_actor: int | None) -> tuple[int, int]:
     """(actors, CPUs each) that fit the alive nodes. Defaults: each actor takes the smallest node's
-    CPUs (so one actor per machine of that size), and as many actors as the nodes hold."""
+    CPUs (so one actor per machine of that size) and as many actors as the nodes hold; for a given
+    number of actors, the most CPUs each that still fit them all."""
     node_cpus = [int(n["Resources"].get("CPU", 0)) for n in nodes if n.get("Alive")]
     node_cpus = [c for c in node_cpus if c > 0]
     if not node_cpus:
@@ -76,7 +77,8 @@ def plan_actors(nodes: list[dict], actors: int | None, cpus_per_actor: int | Non
     if actors is not None and actors < 1:
         raise ConfigError(f"--ray-actors must be at least 1 (got {actors}).")
     if cpus_per_actor is None:
-        cpus_per_actor = min(node_cpus) if actors is None else max(1, min(max(node_cpus), sum(node_cpus) // actors))
+        cpus_per_actor = min(node_cpus) if actors is None else max(
+            [c for c in range(1, max(node_cpus) + 1) if sum(n // c for n in node_cpus) >= actors], default=1)
     if cpus_per_actor < 1 or cpus_per_actor > max(node_cpus):
         raise ConfigError(f"Each Ray actor would need {cpus_per_actor} CPUs but the largest node has {max(node_cpus)}: "
                           "lower --threads.")
