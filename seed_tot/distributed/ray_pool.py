@@ -148,7 +148,7 @@ class ActorPool:
         try:
             return self.ray.get(ref if ref is not None else actor.handle.info.remote())
         except self.ray.exceptions.RayError as exc:
-            return {"worker": "", "error": f"the actor died while loading ({_last_line(exc)})"}
+            return {"worker": "", "error": f"the actor died while loading ({_first_line(exc)})"}
 
     def run(self, problems: Iterable[Problem]) -> Iterator[Finished | Failed]:
         self.queue.extend(_Unit(p) for p in problems)
@@ -201,7 +201,7 @@ class ActorPool:
             del self.jobs[stream]
             self.ray.kill(job.actor.handle)
             self._replace()
-            yield from self._lose(job, f"its Ray actor {job.actor.name} died ({_last_line(exc)})")
+            yield from self._lose(job, f"its Ray actor {job.actor.name} died ({_first_line(exc)})")
             return
         except self.ray.exceptions.RayTaskError as exc:  # the search raised; the actor lives on
             del self.jobs[stream]
