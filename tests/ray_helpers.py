@@ -88,3 +88,16 @@ class NodeRecordingGsm8k(Gsm8kTask):
 
         (Path(self.marks) / f"{problem.id}.node").write_text(ray.get_runtime_context().get_node_id())
         return super().thought_prompt(problem, state, step)
+
+
+class RaisingGsm8k(Gsm8kTask):
+    """GSM8K whose thought prompt raises for the `bad` problems (a search error; the actor lives on)."""
+
+    def __init__(self, bad=()):
+        super().__init__(depth=2)
+        self.bad = set(bad)
+
+    def thought_prompt(self, problem, state, step):
+        if problem.id in self.bad:
+            raise ValueError(f"cannot build a prompt for {problem.id}")
+        return super().thought_prompt(problem, state, step)

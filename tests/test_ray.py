@@ -7,7 +7,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray_helpers import SPEC, SuddenDeathGsm8k, comparable, in_process, problems, work  # noqa: E402
+from ray_helpers import SPEC, RaisingGsm8k, SuddenDeathGsm8k, comparable, in_process, problems, work  # noqa: E402
 
 from seed_tot.distributed.ray_pool import plan_actors, solve_on_ray  # noqa: E402
 from seed_tot.distributed.work import Failed, Finished  # noqa: E402
@@ -59,6 +59,18 @@ def test_a_killed_actor_has_its_problem_retried_elsewhere_then_failed(local_ray,
     pids = (tmp_path / f"{always}.died").read_text().split()
     assert len(pids) == 2 and pids[0] != pids[1]  # two attempts, two processes, then given up
     assert [w.rsplit(":", 1)[1] for w in failed.workers] == pids
+
+
+def test_a_search_error_is_retried_on_another_actor_then_recorded_with_its_message(local_ray):
+    items = problems(2)
+    good, bad = (p.id for p in items)
+    outcomes = {o.problem.id: o for o in solve_on_ray(SPEC, work(RaisingGsm8k(bad=[bad])), items, actors=2,
+                                                      cpus_per_actor=1)}
+    assert isinstance(outcomes[good], Finished)
+    failed = outcomes[bad]
+    assert isinstance(failed, Failed) and failed.attempts == 2
+    assert failed.error == f"ValueError: cannot build a prompt for {bad}"
+    assert len(set(failed.workers)) == 2  # both actors were alive: the retry went to the other one
 
 
 def test_an_actor_that_cannot_load_its_models_stops_the_run_in_one_sentence(local_ray):
