@@ -92,3 +92,39 @@ def test_plan_actors_fits_the_nodes():
         plan_actors(nodes, 4, 2)
     with pytest.raises(SeedTotError, match="largest node has 4"):
         plan_actors(nodes, None, 8)
+
+
+def test_an_address_nobody_listens_on_is_refused_at_once():
+    import socket
+
+    from seed_tot.distributed.ray_pool import check_reachable
+
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        check_reachable(f"127.0.0.1:{listening.getsockname()[1]}")  # something answers: no error
+        free_port = listening.getsockname()[1]
+    with pytest.raises(SeedTotError, match="Nothing answers at the Ray address"):
+        check_reachable(f"ray://127.0.0.1:{free_port}")
+    check_reachable("auto")  # Ray resolves names itself
+
+
+def test_without_ray_installed_the_cli_says_how_to_get_it(monkeypatch):
+    import sys
+
+    from seed_tot.distributed.ray_pool import import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    with pytest.raises(SeedTotError, match=r'pip install "seed-tot\[ray\]"'):
+        import_ray()
+
+
+def test_cli_with_an_unreachable_cluster_exits_2_in_one_sentence(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "seed_tot", "gsm8k", "--tiny", "--limit", "1", "--out",
+                           str(tmp_path / "run"), "--ray", "127.0.0.1:1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "ray start --head" in errors[0] and "Traceback" not in proc.stderr

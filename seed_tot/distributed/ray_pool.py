@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator
@@ -55,6 +56,8 @@ def connect(ray, address: str | None, init_options: dict | None = None) -> bool:
     `ray start --head`, or else a new local one); True when this call connected (so it disconnects)."""
     if ray.is_initialized():
         return False
+    if address:
+        check_reachable(address)
     try:
         ray.init(address=address or None, logging_level=logging.ERROR, **(init_options or {}))
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
@@ -64,6 +67,21 @@ def connect(ray, address: str | None, init_options: dict | None = None) -> bool:
             "and pass the address it prints, or give --ray without an address to start Ray on this machine."
         ) from None
     return True
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuse at once a HOST:PORT (or ray://HOST:PORT) nothing listens on: ray.init would retry for minutes."""
+    match = re.fullmatch(r"(?:ray://)?\[?([^\]/]+?)\]?:(\d+)", address.strip())
+    if match is None:
+        return  # "auto", "local" and the like: Ray resolves them itself
+    host, port = match.group(1), int(match.group(2))
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise SeedTotError(
+            f"Nothing answers at the Ray address {address} ({exc.strerror or exc}): start the cluster with "
+            "`ray start --head` and pass the address it prints, or give --ray alone to start Ray on this machine."
+        ) from None
 
 
 def plan_actors(nodes: list[dict], actors: int | None, cpus_per_actor: int | None) -> tuple[int, int]:
