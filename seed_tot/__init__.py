@@ -9,6 +9,7 @@ The public API (imported lazily, so worker processes that import a submodule sta
     SimpleTask, Problem            a task from two templates and a parser
     to_trace, write_trace, load_trace, tree_from_trace
     aggregate                      metrics of many problems
+    solve_on_ray, ExecutorSpec, SearchWork   problems on Ray actors (docs/ray.md; pip install "seed-tot[ray]")
 
 See docs/api.md.
 """
@@ -47,6 +48,9 @@ _EXPORTS = {
     "RunMetrics": "seed_tot.metrics",
     "aggregate": "seed_tot.metrics",
     "SeedTotError": "seed_tot.errors",
+    "solve_on_ray": "seed_tot.distributed.ray_pool",
+    "ExecutorSpec": "seed_tot.distributed.spec",
+    "SearchWork": "seed_tot.distributed.work",
 }
 
 __all__ = sorted(_EXPORTS)

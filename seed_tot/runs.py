@@ -97,3 +97,18 @@ def summarize(records: list[ProblemRecord]) -> dict:
         "acceptance_rate": sum(rates) / len(rates) if rates else None,
         "parse_failures": sum(r.parse_failures for r in records),
     }
+
+
+FAILED_FILE = "failed.jsonl"  # beside results.jsonl: problems a run could not finish (--resume retries them)
+
+
+def append_failure(results_path: Path, problem_id: str, error: str, attempts: int, workers: list[str]) -> Path:
+    """Record, fsynced, that a problem failed; it stays out of results.jsonl, so --resume tries it again."""
+    path = results_path.parent / FAILED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry = {"problem_id": problem_id, "error": error, "attempts": attempts, "workers": workers}
+    with path.open("a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return path

@@ -102,3 +102,10 @@ def data_options(f):
         click.option("--concurrency", type=int, default=None, help="Problems searched at once; their requests share every executor call. Default: 16 for the batched methods (a wider forward costs less per row), 1 for the others. In float32 results do not depend on it; in float16/bfloat16 a row's logits can change in the last bits with the rows it shares a forward with."),
         click.option("--batching", type=click.Choice(["continuous", "rounds"]), default="continuous", show_default=True, help="How searches share a batched executor: continuous (requests join and leave the decode batch token by token) or rounds (one merged call per round, which waits for its longest row); other executors always use rounds. In float32 results do not change."),
     ])
+
+
+def ray_options(f):
+    return _apply(f, [
+        click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]", help="Search the problems on Ray actors, each loading the models and executor (pip install \"seed-tot[ray]\"). Alone: the cluster in RAY_ADDRESS or one started here with `ray start --head`, else a new Ray on this machine; or give the cluster's address (e.g. 10.0.0.5:6379, auto). This process writes every result and trace (docs/ray.md)."),
+        click.option("--ray-actors", "ray_actors", type=int, default=None, help="With --ray: number of actors (default: as many as the nodes hold when each takes the smallest node's CPUs, i.e. one per machine; --threads sets each actor's CPUs)."),
+    ])

@@ -7,9 +7,9 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import click
-import torch
 from tqdm import tqdm
 
 from seed_tot.config import DecodeConfig, parse_k_config
@@ -72,6 +72,8 @@ class TaskRunOptions:
     server_parallel: int | None = None
     server_timeout: float = 600.0
     with_draft: bool = False
+    ray_address: str | None = None  # None: run here; "": Ray's default cluster; else a Ray address
+    ray_actors: int | None = None  # None: one per machine (seed_tot.distributed.ray_pool.plan_actors)
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -190,19 +192,14 @@ def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
     return out
 
 
-def load_models(opts: TaskRunOptions):
-    from seed_tot.models.loading import check_pair, load_draft, load_model
-    from seed_tot.scheduling.factory import NEEDS_DRAFT
+def executor_spec(opts: TaskRunOptions, method_settings: dict):
+    """The models and executor of this run, as a recipe any process (a Ray actor too) can build."""
+    from seed_tot.distributed.spec import ExecutorSpec
 
     target_name, draft_name = ("tiny-target", "tiny-draft") if opts.tiny else (opts.target, opts.draft)
-    if opts.threads:
-        torch.set_num_threads(opts.threads)
-    target = load_model(target_name, dtype=opts.dtype, device=opts.device)
-    draft = None
-    if opts.method in NEEDS_DRAFT:
-        draft = load_draft(draft_name, target, opts.draft_dtype)
-        check_pair(draft, target)
-    return target, draft
+    return ExecutorSpec(method=opts.method, target=target_name, draft=draft_name, dtype=opts.dtype,
+                        device=opts.device, draft_dtype=opts.draft_dtype, threads=opts.threads,
+                        options=method_settings)
 
 
 def open_engine(opts: TaskRunOptions):
@@ -228,6 +225,32 @@ def judge(task, executor, formatter, passage: str, seed: int) -> dict:
     )
     reply = executor.run([request])[0]
     return {"coherency": task.parse_judge(reply.text), "coherency_reply": reply.text}
+
+
+def problem_extra(task_name: str, seed: int, task, executor, formatter, result) -> dict:
+    """The record's task-specific extras, computed where the executor is: the judge's score, the answers voted on."""
+    extra = judge(task, executor, formatter, result.answer or "", seed) if task_name == "creative_writing" else {}
+    if result.selection is not None:
+        extra["cot_answer"] = result.selection.cot_answer
+        extra["search_answer"] = result.selection.search_answer
+    return extra
+
+
+def keep_problem(task_name: str, opts: TaskRunOptions, out: Path, result, trace, extra: dict, run_started: float) -> None:
+    """Write the problem's trace (atomically) and append its record (fsynced), then print one line."""
+    from seed_tot.observe.trace import write_trace
+
+    problem = result.problem
+    trace_path = write_trace(out / "traces" / f"{problem.id}.json", trace)
+    record = _record(task_name, opts, result, trace_path, extra)
+    append_record(out / "results.jsonl", record)
+    verdict = {True: "correct", False: "wrong", None: f"score {record.score:.2f}"}[result.correct]
+    tqdm.write(
+        f"[{problem.id}] answer={result.answer!r} gold={problem.gold!r} {verdict} | "
+        f"{record.new_tokens} tokens, {record.wall_seconds:.1f} s in executor calls "
+        f"({time.perf_counter() - run_started:.1f} s since start) | trace {trace_path}",
+        file=sys.stdout,
+    )
 
 
 def _record(task_name, opts, result, trace_path, extra) -> ProblemRecord:
@@ -270,7 +293,7 @@ def print_summary(records: list[ProblemRecord], out: Path) -> None:
 
 def print_run_totals(
     out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, dtype: str, work: dict | None = None,
-    packed_layers: int = 0, data_file: dict | None = None,
+    packed_layers: int = 0, data_file: dict | None = None, extra_totals: dict | None = None,
 ) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
@@ -289,6 +312,7 @@ def print_run_totals(
         "peak_rss_mib": round(peak_rss_mib()),
         **({"data_file": data_file} if data_file else {}),
         **({"session_work": work} if work else {}),
+        **(extra_totals or {}),
     }
     click.echo(f"speed: {totals['tokens_per_second']} tokens/s over the run ({tokens} tokens, {todo_done} problems "
                f"in {seconds:.1f} s of wall time), peak RSS {totals['peak_rss_mib']} MiB")
@@ -296,20 +320,35 @@ def print_run_totals(
         handle.write(json.dumps(totals) + "\n")
 
 
-def run_task(task_name: str, opts: TaskRunOptions) -> None:
-    from seed_tot.api import to_trace
-    from seed_tot.observe.trace import write_trace
-    from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.factory import ENGINE_METHODS, default_concurrency, make_executor
+class RunPlan(NamedTuple):
+    """A checked run: settings, the task, its search, the problems still to do, the data file read."""
+
+    opts: TaskRunOptions
+    task: Any
+    search_cls: type
+    search_config: Any
+    method_settings: dict
+    todo: list
+    out: Path
+    data_file: dict
+
+
+def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
+    """Check every setting and pick the problems still to do, before any model loads."""
+    from seed_tot.scheduling.factory import ENGINE_METHODS, default_concurrency
     from seed_tot.search import search_class
-    from seed_tot.search.driver import solve_many
     from tasks import get_task
     from tasks.base import data_file_record
 
-    if opts.method == "auto":
+    if opts.method == "auto" and opts.ray_address is not None:
+        opts = replace(opts, method="batched-lookup")  # Ray actors run the in-process executors
+    elif opts.method == "auto":
         from seed_tot.cli.options import resolve_auto_method
 
         opts = replace(opts, method=resolve_auto_method(opts.target, opts.tiny, opts.device))
+    if opts.ray_address is not None and opts.method in ENGINE_METHODS:
+        raise ConfigError(f"--ray runs the in-process methods, not --method {opts.method}: pick e.g. --method "
+                          "batched-lookup, or drop --ray and point --method server at your engine.")
     if opts.concurrency is None:
         opts = replace(opts, concurrency=default_concurrency(opts.method))
     _check_numbers(opts)
@@ -336,28 +375,35 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     todo = [p for p in problems if p.id not in done]
     if done:
         click.echo(f"resuming: {len(problems) - len(todo)} of {len(problems)} problems already done")
+    return RunPlan(opts, task, search_cls, search_config, method_settings, todo, out, data_file)
 
+
+
+def run_task(task_name: str, opts: TaskRunOptions) -> None:
+    from seed_tot.api import to_trace
+    from seed_tot.distributed.spec import model_names, trace_settings
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.factory import ENGINE_METHODS, make_executor
+    from seed_tot.search.driver import solve_many
+
+    opts, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, opts)
     if opts.method in ENGINE_METHODS:
         engine = open_engine(opts)
-        executor, tokenizer, models, dtype, packed_layers = engine.executor, engine.tokenizer, engine.models, "gguf", 0
-        flushes_subnormals = None  # the engine's own arithmetic
+        executor, tokenizer, models, packed_layers = engine.executor, engine.tokenizer, engine.models, 0
+        extra_config = {"method": opts.method, "dtype": "gguf", "engine": engine.engine,
+                        **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
     else:
-        target, draft = load_models(opts)
+        target, draft = executor_spec(opts, method_settings).load_models()
         executor = make_executor(opts.method, target, draft, **method_settings)
-        tokenizer, packed_layers, flushes_subnormals = target.tokenizer, target.packed_layers, target.flushes_subnormals
-        models = {"target": target.name, **({"draft": draft.name} if draft is not None else {})}
-        dtype = str(target.dtype).removeprefix("torch.")  # what --dtype auto resolved to on this machine
-        if draft is not None:
-            models["draft_dtype"] = str(draft.dtype).removeprefix("torch.")
+        tokenizer, packed_layers = target.tokenizer, target.packed_layers
+        models = model_names(target, draft)
+        extra_config = trace_settings(opts.method, target, method_settings)
+    dtype = extra_config["dtype"]  # what --dtype auto resolved to on this machine
     formatter = PromptFormatter(tokenizer)
     if opts.value_mode == "logits":
         from seed_tot.reasoning.evaluator import verdict_tokens
 
         verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
-    extra_config = {"method": opts.method, "dtype": dtype, "flush_subnormals": flushes_subnormals,
-                    **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
-    if opts.method in ENGINE_METHODS:
-        extra_config["engine"] = engine.engine
     interrupted = False
     search = search_cls(task, executor, formatter, search_config)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
@@ -366,23 +412,10 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     run_started = time.perf_counter()
     try:
         for result in solve_many(search.steps, todo, executor, opts.concurrency, continuous=opts.batching == "continuous"):
-            problem = result.problem
-            extra = judge(task, executor, formatter, result.answer or "", opts.seed) if task_name == "creative_writing" else {}
-            if result.selection is not None:
-                extra["cot_answer"] = result.selection.cot_answer
-                extra["search_answer"] = result.selection.search_answer
+            extra = problem_extra(task_name, opts.seed, task, executor, formatter, result)
             trace = to_trace(result, task, executor, models=models, extra_config=extra_config, data_file=data_file)
-            trace_path = write_trace(out / "traces" / f"{problem.id}.json", trace)
-            record = _record(task_name, opts, result, trace_path, extra)
-            append_record(out / "results.jsonl", record)
+            keep_problem(task_name, opts, out, result, trace, extra, run_started)
             problem_bar.update(1)
-            verdict = {True: "correct", False: "wrong", None: f"score {record.score:.2f}"}[result.correct]
-            tqdm.write(
-                f"[{problem.id}] answer={result.answer!r} gold={problem.gold!r} {verdict} | "
-                f"{record.new_tokens} tokens, {record.wall_seconds:.1f} s in executor calls "
-                f"({time.perf_counter() - run_started:.1f} s since start) | trace {trace_path}",
-                file=sys.stdout,
-            )
     except KeyboardInterrupt:
         interrupted = True
         click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)

@@ -9,6 +9,7 @@ from seed_tot.cli.options import (
     decode_options,
     method_options,
     model_options,
+    ray_options,
     search_options,
 )
 
@@ -16,6 +17,10 @@ from seed_tot.cli.options import (
 def _run_command(task_name: str, **options) -> None:
     from seed_tot.cli.task_run import TaskRunOptions, run_task
 
+    if options.get("ray_address") is not None:
+        from seed_tot.cli.ray_run import run_task_on_ray
+
+        return run_task_on_ray(task_name, TaskRunOptions(**options))
     run_task(task_name, TaskRunOptions(**options))
 
 
@@ -26,6 +31,7 @@ def _task_command(task_name: str, command_name: str, doc: str):
     @search_options
     @decode_options
     @data_options
+    @ray_options
     def command(**options):
         _run_command(task_name, **options)
 

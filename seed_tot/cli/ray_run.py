@@ -1,0 +1,78 @@
+"""A task run whose problems are searched on Ray actors (`--ray [ADDRESS]`); this process only
+writes: every finished problem's trace and record, and each failed problem's line in failed.jsonl."""
+
+from __future__ import annotations
+
+import sys
+import time
+from functools import partial
+
+import click
+from tqdm import tqdm
+
+from seed_tot.cli.task_run import (
+    TaskRunOptions,
+    executor_spec,
+    keep_problem,
+    plan_run,
+    print_run_totals,
+    print_summary,
+    problem_extra,
+)
+from seed_tot.runs import append_failure, load_records
+
+
+def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
+    from seed_tot.distributed.ray_pool import solve_on_ray
+    from seed_tot.distributed.work import Failed, SearchWork
+
+    opts, task, _, search_config, method_settings, todo, out, data_file = plan_run(task_name, opts)
+    spec = executor_spec(opts, method_settings)
+    work = SearchWork(task, opts.search, search_config, extras=partial(problem_extra, task_name, opts.seed))
+    actors: list[dict] = []
+
+    def report(infos: list[dict]) -> None:
+        actors.extend(infos)
+        for info in infos:
+            state = f"could not load: {info['error']}" if info.get("error") else (
+                f"loaded {', '.join(info['models'].values())} ({info['dtype']}), peak RSS {info['peak_rss_mib']} MiB")
+            click.echo(f"ray actor {info['worker'] or '?'}: {state}")
+
+    problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search}, ray)", unit="problem",
+                       file=sys.stderr)
+    run_started = time.perf_counter()
+    finished = failed = 0
+    interrupted = False
+    try:
+        for outcome in solve_on_ray(spec, work, todo, address=opts.ray_address or None, actors=opts.ray_actors,
+                                    cpus_per_actor=opts.threads, concurrency=opts.concurrency,
+                                    continuous=opts.batching == "continuous", on_ready=report):
+            if isinstance(outcome, Failed):
+                path = append_failure(out / "results.jsonl", outcome.problem.id, outcome.error, outcome.attempts,
+                                      outcome.workers)
+                failed += 1
+                tqdm.write(f"[{outcome.problem.id}] failed after {outcome.attempts} attempt(s): {outcome.error} "
+                           f"(listed in {path}; --resume tries it again)", file=sys.stdout)
+            else:
+                outcome.trace.data_file = data_file  # the driver read the data file, not the actor
+                keep_problem(task_name, opts, out, outcome.result, outcome.trace, outcome.extra, run_started)
+                finished += 1
+            problem_bar.update(1)
+    except KeyboardInterrupt:
+        interrupted = True
+        click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
+    finally:
+        problem_bar.close()
+    print_summary(load_records(out / "results.jsonl"), out)
+    loaded = [info for info in actors if not info.get("error")]
+    ray_totals = {"ray": {"address": opts.ray_address or "default", "actors": len(loaded), "failed_problems": failed,
+                          "actor_peak_rss_mib_at_load": [info["peak_rss_mib"] for info in loaded]}}
+    print_run_totals(out, todo_done=finished, seconds=time.perf_counter() - run_started, opts=opts,
+                     dtype=loaded[0]["dtype"] if loaded else opts.dtype,
+                     packed_layers=loaded[0]["packed_layers"] if loaded else 0, data_file=data_file,
+                     extra_totals=ray_totals)
+    if failed:
+        click.echo(f"{failed} problem(s) failed: see {out / 'failed.jsonl'}; run again with --resume to retry them",
+                   err=True)
+    if interrupted:
+        sys.exit(130)

@@ -1,0 +1,66 @@
+"""ExecutorSpec: the settings an executor is built from, small enough to send to another process
+or machine, so that every Ray actor loads the same models and executor the CLI would load."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from seed_tot.requests import Executor
+from seed_tot.runtime.runner import ModelRunner
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """`method` and its `options` as for make_executor; models by name as for load_model."""
+
+    method: str
+    target: str = "default-target"
+    draft: str = "default-draft"
+    dtype: str = "auto"
+    device: str = "auto"
+    draft_dtype: str = "auto"
+    threads: int | None = None  # torch threads; None leaves torch's default
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def load_models(self) -> tuple[ModelRunner, ModelRunner | None]:
+        """The target, and the draft when the method needs one (same tokenizer checked)."""
+        from seed_tot.models.loading import check_pair, load_draft, load_model
+        from seed_tot.scheduling.factory import NEEDS_DRAFT
+
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        target = load_model(self.target, dtype=self.dtype, device=self.device)
+        draft = None
+        if self.method in NEEDS_DRAFT:
+            draft = load_draft(self.draft, target, self.draft_dtype)
+            check_pair(draft, target)
+        return target, draft
+
+    def build(self) -> tuple[Executor, ModelRunner, ModelRunner | None]:
+        """Load the models and build the executor: (executor, target, draft)."""
+        from seed_tot.scheduling.factory import make_executor
+
+        target, draft = self.load_models()
+        return make_executor(self.method, target, draft, **self.options), target, draft
+
+
+def dtype_name(runner: ModelRunner) -> str:
+    return str(runner.dtype).removeprefix("torch.")
+
+
+def model_names(target: ModelRunner, draft: ModelRunner | None) -> dict[str, str]:
+    """The models a trace records: names, and the draft's dtype when there is a draft."""
+    models = {"target": target.name}
+    if draft is not None:
+        models.update(draft=draft.name, draft_dtype=dtype_name(draft))
+    return models
+
+
+def trace_settings(method: str, target: ModelRunner, options: dict[str, Any]) -> dict[str, Any]:
+    """The run settings a trace records beside the search config: method, resolved dtype, whether
+    subnormals are flushed, method options."""
+    return {"method": method, "dtype": dtype_name(target), "flush_subnormals": target.flushes_subnormals,
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}}
