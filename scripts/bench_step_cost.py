@@ -19,7 +19,6 @@ import os
 import random
 import sys
 import time
-from pathlib import Path
 
 import torch
 

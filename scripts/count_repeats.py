@@ -12,7 +12,6 @@ pruned, the evaluator tokens spent rating them, and the trees that reached the g
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
 from pathlib import Path
 
