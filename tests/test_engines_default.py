@@ -1,4 +1,4 @@
-"""What --method auto (the CLI default) picks: llama.cpp for a GGUF target on a machine without a
+"""What --method auto picks: llama.cpp for a GGUF target on a machine without a
 GPU, the in-process batched-lookup executor everywhere else."""
 
 import pytest
