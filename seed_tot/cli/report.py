@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import SeedTotError
-from seed_tot.observe.trace import Trace, load_trace, tree_from_trace
+from seed_tot.observe.trace import Trace, jsonable, load_trace, tree_from_trace
 from seed_tot.requests import GenerationResult, GenerationStats
 from seed_tot.search.answers import is_chain_of_thought, select_answer
 from seed_tot.search.base import add_cot_node
@@ -54,7 +54,7 @@ def trace_of(run: Path, row: dict) -> Trace:
 def problem_of(trace: Trace, bundled: dict[str, Problem]) -> Problem:
     """The problem as the run saw it, from its trace; a bundled problem with the same id must agree."""
     known = bundled.get(trace.problem_id)
-    if known is not None and (known.question != trace.question or _as_json(known.gold) != trace.gold):
+    if known is not None and (known.question != trace.question or jsonable(known.gold) != trace.gold):
         raise SeedTotError(
             f"Trace of {trace.problem_id} disagrees with the bundled problem of the same id (question or "
             f"gold answer differ): the run read another data file, so report it from its own traces only, "
@@ -62,10 +62,6 @@ def problem_of(trace: Trace, bundled: dict[str, Problem]) -> Problem:
         )
     meta = trace.problem_meta if trace.problem_meta is not None else (known.meta if known is not None else {})
     return Problem(id=trace.problem_id, question=trace.question, gold=trace.gold, meta=meta)
-
-
-def _as_json(value):
-    return json.loads(json.dumps(value, default=str))
 
 
 def sample_results(row: dict) -> list[GenerationResult]:

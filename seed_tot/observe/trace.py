@@ -161,7 +161,7 @@ def _batch_record(batch: BatchRecord) -> BatchTraceRecord:
     )
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """Gold answers are task-defined; keep them as JSON (tuples become lists, others text)."""
     return json.loads(json.dumps(value, default=str))
 
@@ -183,19 +183,19 @@ def build_trace(
         executor=executor,
         problem_id=result.problem.id,
         question=result.problem.question,
-        config=_jsonable(config),
+        config=jsonable(config),
         models=dict(models or {}),
         nodes=[_node_record(node) for node in result.tree.nodes()],
         edges=[EdgeRecord(source=s, target=t) for s, t in result.tree.edges()],
         chosen_path=list(result.chosen_path),
         final_answer=result.answer,
-        gold=_jsonable(result.problem.gold),
+        gold=jsonable(result.problem.gold),
         score=result.score,
         correct=result.correct,
         metrics=MetricsRecord.of(result.metrics),
         batches=[_batch_record(batch) for batch in result.batches],
         selection=result.selection.as_dict() if result.selection is not None else None,
-        problem_meta=_jsonable(result.problem.meta),
+        problem_meta=jsonable(result.problem.meta),
         data_file=data_file,
     )
 
