@@ -3,6 +3,7 @@ import os
 import pytest
 import torch
 
+from devices import TEST_DEVICE
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
 
@@ -11,9 +12,12 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="session")
 def tiny_pair():
-    """(draft_runner, target_runner) of the tiny float32 pair with the byte tokenizer."""
+    """(draft_runner, target_runner) of the tiny float32 pair with the byte tokenizer, on TEST_DEVICE."""
     draft, target, tokenizer = build_tiny_pair(seed=0)
-    return ModelRunner(draft, tokenizer, "tiny-draft"), ModelRunner(target, tokenizer, "tiny-target")
+    return (
+        ModelRunner(draft.to(TEST_DEVICE), tokenizer, "tiny-draft"),
+        ModelRunner(target.to(TEST_DEVICE), tokenizer, "tiny-target"),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 from scipy.stats import chisquare
+from devices import TEST_DEVICE
 from session_helpers import staggered
 
 from seed_tot.config import DecodeConfig
@@ -56,7 +57,10 @@ def executor(tiny_pair):
     """Two workers, started with INFO logging so their start-up records reach this process."""
     _, target = tiny_pair
     ex = SeedExecutor(
-        target, TinyDraft(seed=0), num_workers=2, options=SeedOptions(k_config=(2, 2, 1), adaptive_k=True, max_depth=MAX_DEPTH)
+        target,
+        TinyDraft(seed=0, device=TEST_DEVICE),
+        num_workers=2,
+        options=SeedOptions(k_config=(2, 2, 1), adaptive_k=True, max_depth=MAX_DEPTH),
     )
     collect, root, worker_log = _Collect(), logging.getLogger(), logging.getLogger("seed_tot.scheduling.worker")
     old_level = root.level

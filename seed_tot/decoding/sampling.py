@@ -10,16 +10,19 @@ import torch
 
 
 def probabilities(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.Tensor:
-    """float32 probabilities over the last axis; temperature 0 gives a one-hot argmax."""
+    """float32 probabilities over the last axis, on the CPU; temperature 0 gives a one-hot argmax.
+
+    Computed on the logits' device, then returned on the CPU, where every draw and acceptance
+    test runs (their generators are CPU generators), so a model on a GPU decodes the same way."""
     logits = logits.float()
     if temperature == 0.0:
         probs = torch.zeros_like(logits)
         probs.scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)
-        return probs
+        return probs.cpu()
     probs = torch.softmax(logits / temperature, dim=-1)
     if top_p < 1.0:
         probs = top_p_filter(probs, top_p)
-    return probs
+    return probs.cpu()
 
 
 # Nucleus sets are usually far smaller than this; a row whose set is not is sorted in full.

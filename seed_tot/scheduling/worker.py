@@ -64,6 +64,7 @@ class TinyDraft:
     vocab_size: int | None = None
     dtype: str = "float32"
     noise: float | None = None  # draft weight noise; None: the default of build_tiny_pair
+    device: str = "cpu"
 
     def _build(self):
         from seed_tot.models.tiny import build_tiny_pair
@@ -73,7 +74,7 @@ class TinyDraft:
 
     def load(self) -> ModelRunner:
         draft, _, tokenizer = self._build()
-        return ModelRunner(draft, tokenizer, name=f"tiny-draft(seed={self.seed}, vocab={self.vocab_size})")
+        return ModelRunner(draft.to(self.device), tokenizer, name=f"tiny-draft(seed={self.seed}, vocab={self.vocab_size})")
 
     def load_tokenizer(self):
         from seed_tot.models.tiny import byte_tokenizer
@@ -81,7 +82,29 @@ class TinyDraft:
         return None if self.vocab_size is not None else byte_tokenizer()
 
 
-DraftSource = NamedDraft | TinyDraft
+@dataclass(frozen=True)
+class RandomDraft:
+    """A random-weight model of a config.json's shape (seed_tot.models.random_init): benchmarks of
+    real shapes on machines without the weights. Acceptance means nothing with random weights."""
+
+    config_path: str
+    seed: int = 0
+    dtype: str = "bfloat16"
+    device: str = "cpu"
+
+    def load(self) -> ModelRunner:
+        from seed_tot.models.random_init import random_model
+
+        model = random_model(self.config_path, getattr(torch, self.dtype), self.device, self.seed)
+        return ModelRunner(model, self.load_tokenizer(), name=f"random({self.config_path})")
+
+    def load_tokenizer(self):
+        from seed_tot.models.tiny import byte_tokenizer
+
+        return byte_tokenizer()
+
+
+DraftSource = NamedDraft | TinyDraft | RandomDraft
 
 
 # ----------------------------------------------------------------------------- messages

@@ -92,10 +92,10 @@ def batch_probabilities(logits: torch.Tensor, rows: list[Row]) -> torch.Tensor:
     if len(groups) == 1:
         ((temperature, top_p),) = groups
         return probabilities(logits, temperature, top_p)
-    probs = torch.empty_like(logits, dtype=torch.float32)
+    probs = torch.empty(logits.shape, dtype=torch.float32)  # on the CPU, as probabilities() returns
     for (temperature, top_p), members in groups.items():
         index = torch.tensor(members, dtype=torch.long)
-        probs[index] = probabilities(logits[index], temperature, top_p)
+        probs[index] = probabilities(logits[index.to(logits.device)], temperature, top_p)
     return probs
 
 
