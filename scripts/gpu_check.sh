@@ -48,7 +48,7 @@ echo "== tests exit code $tests_rc" | tee -a "$log"
 
 echo "== executor timings, random weights of the default pair's shapes, on $device" | tee -a "$log"
 if [ "$device" = cpu ]; then shapes=(--tiny --dtype float32 --new-tokens 16 --requests 3); else shapes=(); fi
-timeout 240 python3 scripts/bench_gpu_shapes.py --device "$device" "${shapes[@]}" --out "$out/shapes" 2>&1 | tee -a "$log"
+timeout 300 python3 scripts/bench_gpu_shapes.py --device "$device" "${shapes[@]}" --out "$out/shapes" 2>&1 | tee -a "$log"
 bench_rc=${PIPESTATUS[0]}
 echo "== bench exit code $bench_rc" | tee -a "$log"
 cp "$out/shapes/results.json" "$out/shapes_results.json" 2>/dev/null

@@ -23,7 +23,8 @@ TOL = 1e-4
 
 
 def full_logits(runner: ModelRunner, ids: list[int]) -> torch.Tensor:
-    return runner.forward(torch.tensor([ids]), cache=None)[0]
+    """Logits of a forward without cache, on the CPU, where probabilities() puts its results."""
+    return runner.forward(torch.tensor([ids]), cache=None)[0].cpu()
 
 
 def path_to(tree, node: int) -> list[int]:
@@ -79,7 +80,7 @@ def test_draft_tree_without_last_level_leaves_it_out_of_cache(tiny_pair):
     path = [tree.parents[tree.parents[leaf]], tree.parents[leaf], leaf]
     commit_draft(cache, len(context) - 1, tree, path)
     assert cache_length(cache) == len(context) + 2
-    nxt = draft.forward(torch.tensor([[path_to(tree, leaf)[-1]]]), cache)[0, -1]
+    nxt = draft.forward(torch.tensor([[path_to(tree, leaf)[-1]]]), cache)[0, -1].cpu()
     assert (nxt - full_logits(draft, context + path_to(tree, leaf))[-1]).abs().max() < TOL
 
 
@@ -109,7 +110,7 @@ def test_target_probs_and_commit_match_full_recomputation(tiny_pair, temperature
     accepted = context + verdict.accepted_tokens
     for runner, cache in ((target, target_cache), (draft, draft_cache)):
         assert cache_length(cache) == len(accepted)
-        nxt = runner.forward(torch.tensor([[verdict.next_token]]), cache)[0, -1]
+        nxt = runner.forward(torch.tensor([[verdict.next_token]]), cache)[0, -1].cpu()
         assert (nxt - full_logits(runner, accepted + [verdict.next_token])[-1]).abs().max() < TOL
 
 
