@@ -7,9 +7,6 @@ The smallest cap whose accuracy is at most --max-loss below AR's is chosen.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +17,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_at_caps
 from seed_tot.errors import ConfigError
-from seed_tot.records import RecordLog, settings_key
+from seed_tot.records import RecordLog, settings_key, write_json_atomically
 from seed_tot.runtime import ModelRunner
 
 COT_INSTRUCTION = "Solve the following math problem step by step.\n\nQuestion: {question}"
@@ -177,14 +174,6 @@ def format_table(report: dict) -> str:
             f"{row['mean_exact_tokens']:>7.1f}{row['mean_approximate_tokens']:>8.1f}"
         )
     return "\n".join(lines)
-
-
-def write_json_atomically(path: Path, payload: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(handle, "w") as stream:
-        json.dump(payload, stream, indent=2)
-    os.replace(temp, path)
 
 
 @click.group()

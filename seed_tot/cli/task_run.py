@@ -300,7 +300,7 @@ def print_run_totals(
     appended to OUT/runs.jsonl."""
     import json
 
-    from seed_tot.bench import peak_rss_mib
+    from seed_tot.records import peak_rss_mib
 
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
     tokens = sum(r.new_tokens for r in records)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from seed_tot.errors import SeedTotError
 from seed_tot.metrics import BatchRecord, RunMetrics
+from seed_tot.records import write_text_atomically
 from seed_tot.requests import GenerationStats
 from seed_tot.search.base import SearchResult
 from seed_tot.tree import NodeKind, ReasoningTree, ThoughtNode
@@ -202,19 +202,7 @@ def build_trace(
 
 def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
     """Write `trace` as indented JSON, atomically; return the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(trace.model_dump_json(indent=2))
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return target
+    return write_text_atomically(path, trace.model_dump_json(indent=2))
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
