@@ -20,19 +20,16 @@ from types import SimpleNamespace
 import click
 import torch
 
-from seed_tot.cli.fastcot import (
-    compare_fastcot_with_ar,
-    cot_prompt_ids,
-    format_table,
-    gsm8k_problems,
-)
+from seed_tot.cli.fastcot import gsm8k_problems
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_decode
 from seed_tot.decoding.jacobi import jacobi_decode
 from seed_tot.decoding.lookahead import lookahead_decode
+from seed_tot.fastcot_calibration import compare_fastcot_with_ar, cot_prompt_ids, format_table
 from seed_tot.models import load_model
 from seed_tot.records import RecordLog, settings_key, write_json_atomically
+from tasks.gsm8k import extract_number_answer
 
 
 def forward_costs(target, widths: list[int], rounds: int = 3, context: int = 200) -> dict[int, float]:
@@ -140,8 +137,6 @@ def summarise_inner(rows: list[dict]) -> str:
 
 def convergence_record(target, problem, task, args, cap: int) -> dict:
     """FastCoT with the per-instance convergence check on one problem."""
-    from tasks.gsm8k import extract_number_answer
-
     out = fastcot_decode(
         target, cot_prompt_ids(target, problem.question), DecodeConfig(max_new_tokens=args.cot_max_tokens),
         window=args.fastcot_window, max_iterations=cap, trigger=DEFAULT_TRIGGER,
@@ -221,7 +216,8 @@ def main(**options) -> None:
         caps = [int(c) for c in args.fastcot_caps.split(",")]
         fast = compare_fastcot_with_ar(
             target, subset, task, caps, args.fastcot_window, args.cot_max_tokens, args.max_answer_tokens,
-            DEFAULT_TRIGGER, progress=lambda done, total: print(f"  FastCoT {done}/{total}", file=sys.stderr),
+            DEFAULT_TRIGGER, extract_number_answer,
+            progress=lambda done, total: print(f"  FastCoT {done}/{total}", file=sys.stderr),
             log=log,
         )
         report["fastcot"] = fast

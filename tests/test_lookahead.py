@@ -195,7 +195,8 @@ def test_real_ngram_decoder_equals_the_replay(ngram_case):
 
 def real_target_cases(dtype: str, max_new_tokens: int):
     """The real default target, and (prompt, AR output, lookahead and Jacobi outputs) on 3 GSM8K prompts."""
-    from seed_tot.cli.fastcot import cot_prompt_ids, gsm8k_problems
+    from seed_tot.cli.fastcot import gsm8k_problems
+    from seed_tot.fastcot_calibration import cot_prompt_ids
     from seed_tot.decoding.jacobi import jacobi_decode
     from seed_tot.models import load_model
 
