@@ -19,10 +19,10 @@ from pathlib import Path
 
 import click
 
-from seed_tot.cli.report import problem_of, read_jsonl, trace_of
+from seed_tot.cli.report import problem_of, trace_of
 from seed_tot.models.loading import load_model
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.records import append_json_lines
+from seed_tot.records import append_json_lines, read_json_lines
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import search_class
 from seed_tot.search.base import cot_requests
@@ -35,11 +35,11 @@ from tasks import get_task
 @click.option("--per-call", default=8, show_default=True, help="problems per executor call")
 @click.option("--dtype", default="auto", show_default=True, help="the run's --dtype (auto: as the CLI chooses)")
 def main(run: Path, samples: int, per_call: int, dtype: str) -> None:
-    traces = [trace_of(run, row) for row in read_jsonl(run / "results.jsonl")]
+    traces = [trace_of(run, row) for row in read_json_lines(run / "results.jsonl")]
     if any(node.info.get("cot_sample") for trace in traces for node in trace.nodes):
         raise click.ClickException(f"{run} already holds sampled chains of thought (a --cot-samples run): nothing to add.")
     out_path = run / "cot_samples.jsonl"
-    done = {row["problem_id"] for row in read_jsonl(out_path)} if out_path.is_file() else set()
+    done = {row["problem_id"] for row in read_json_lines(out_path)}
     todo = [trace for trace in traces if trace.problem_id not in done]
     task = get_task(traces[0].task)
     bundled = {p.id: p for p in task.load()}

@@ -2,10 +2,12 @@
 files can be read later: JSON lines appended and fsynced one by one, JSON files replaced
 atomically, and the machine facts a measurement needs beside it.
 
-A RecordLog holds finished work units by key: each line is {"key": ..., "record": ...}; a key
-names one unit (a problem, a prompt) together with the settings it was computed under, so a
-resumed run with other settings recomputes instead of mixing results. A torn last line (the
-process was killed mid-write) is ignored on load.
+- A task run's results.jsonl: one ProblemRecord per finished problem (resume skips them), and
+  failed.jsonl beside it: problems a run could not finish (resume tries them again).
+- A RecordLog holds finished work units by key: each line is {"key": ..., "record": ...}; a key
+  names one unit (a problem, a prompt) together with the settings it was computed under, so a
+  resumed benchmark with other settings recomputes instead of mixing results.
+A torn last line (the process was killed mid-write) is ignored on load.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import resource
 import subprocess
 import tempfile
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 # ----------------------------------------------------------------------------- files
@@ -42,6 +45,25 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
+def json_objects(text: str) -> list[dict]:
+    """The JSON objects of JSON-lines text, one a line; lines that do not parse (a torn last line
+    from a crash) or hold something else are skipped."""
+    objects = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            objects.append(value)
+    return objects
+
+
+def read_json_lines(path: Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file (none when it does not exist), as json_objects reads them."""
+    return json_objects(path.read_text(encoding="utf-8")) if path.is_file() else []
+
+
 def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
     """Write `text` to a temporary file beside `path`, fsync it, then rename it over `path`: a
     crash leaves the old file or the new one, never half of one. Returns the path."""
@@ -65,6 +87,79 @@ def write_json_atomically(path: str | os.PathLike, payload: dict, indent: int = 
     return write_text_atomically(path, json.dumps(payload, indent=indent))
 
 
+# ----------------------------------------------------------------------------- a task run's results
+
+
+@dataclass
+class ProblemRecord:
+    """One finished problem, as appended to results.jsonl."""
+
+    problem_id: str
+    method: str
+    answer: str | None
+    gold: str
+    score: float
+    correct: bool
+    new_tokens: int
+    wall_seconds: float
+    tokens_per_second: float
+    acceptance_rate: float | None
+    target_forwards: int
+    draft_forwards: int
+    parse_failures: int
+    trace_path: str
+    extra: dict = field(default_factory=dict)  # task-specific scores, e.g. coherency
+
+
+def finished_ids(results_path: Path) -> set[str]:
+    """Ids already recorded in a results file (a torn last line from a crash is ignored)."""
+    return {entry["problem_id"] for entry in read_json_lines(results_path) if "problem_id" in entry}
+
+
+def append_record(results_path: Path, record: ProblemRecord) -> None:
+    """Append one JSON line and flush it to disk before the next problem starts."""
+    append_json_lines(results_path, [asdict(record)])
+
+
+def load_records(results_path: Path) -> list[ProblemRecord]:
+    records = []
+    for entry in read_json_lines(results_path):
+        try:
+            records.append(ProblemRecord(**entry))
+        except TypeError:  # not a results row
+            continue
+    return records
+
+
+def summarize(records: list[ProblemRecord]) -> dict:
+    """Task score, tokens/s over all problems, acceptance rate and wall time."""
+    if not records:
+        return {"problems": 0}
+    tokens = sum(r.new_tokens for r in records)
+    seconds = sum(r.wall_seconds for r in records)
+    rates = [r.acceptance_rate for r in records if r.acceptance_rate is not None]
+    return {
+        "problems": len(records),
+        "score": sum(r.score for r in records) / len(records),
+        "accuracy": sum(r.correct for r in records) / len(records),
+        "new_tokens": tokens,
+        "wall_seconds": seconds,
+        "tokens_per_second": tokens / seconds if seconds else 0.0,
+        "acceptance_rate": sum(rates) / len(rates) if rates else None,
+        "parse_failures": sum(r.parse_failures for r in records),
+    }
+
+
+FAILED_FILE = "failed.jsonl"  # beside results.jsonl: problems a run could not finish (--resume retries them)
+
+
+def append_failure(results_path: Path, problem_id: str, error: str, attempts: int, workers: list[str]) -> Path:
+    """Record, fsynced, that a problem failed; it stays out of results.jsonl, so --resume tries it again."""
+    path = results_path.parent / FAILED_FILE
+    append_json_lines(path, [{"problem_id": problem_id, "error": error, "attempts": attempts, "workers": workers}])
+    return path
+
+
 # ----------------------------------------------------------------------------- resumable work units
 
 
@@ -81,14 +176,10 @@ class RecordLog:
         self.records: dict[str, dict] = {}
         self._torn_tail = False
         if self.path is not None and self.path.is_file():
-            text = self.path.read_text()
+            text = self.path.read_text(encoding="utf-8")
             self._torn_tail = bool(text) and not text.endswith("\n")
-            for line in text.splitlines():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(entry, dict) and "key" in entry and "record" in entry:
+            for entry in json_objects(text):
+                if "key" in entry and "record" in entry:
                     self.records[entry["key"]] = entry["record"]
 
     def get(self, key: str) -> dict | None:

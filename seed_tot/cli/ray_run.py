@@ -19,7 +19,7 @@ from seed_tot.cli.task_run import (
     print_summary,
     problem_extra,
 )
-from seed_tot.runs import append_failure, load_records
+from seed_tot.records import append_failure, load_records
 
 
 def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:

@@ -14,15 +14,15 @@ from tqdm import tqdm
 
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.requests import GenerationRequest
-from seed_tot.runs import (
+from seed_tot.records import (
     ProblemRecord,
+    append_json_lines,
     append_record,
     finished_ids,
     load_records,
-    select_problems,
     summarize,
 )
+from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.progress import ProgressExecutor
 
 
@@ -298,8 +298,6 @@ def print_run_totals(
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
     appended to OUT/runs.jsonl."""
-    import json
-
     from seed_tot.records import peak_rss_mib
 
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
@@ -316,8 +314,23 @@ def print_run_totals(
     }
     click.echo(f"speed: {totals['tokens_per_second']} tokens/s over the run ({tokens} tokens, {todo_done} problems "
                f"in {seconds:.1f} s of wall time), peak RSS {totals['peak_rss_mib']} MiB")
-    with open(out / "runs.jsonl", "a") as handle:
-        handle.write(json.dumps(totals) + "\n")
+    append_json_lines(out / "runs.jsonl", [totals])
+
+
+def select_problems(problems: list, start: int = 0, limit: int | None = None, ids: tuple[str, ...] = ()) -> list:
+    """Problems by explicit ids (in the given order), else the slice [start, start + limit)."""
+    if ids:
+        by_id = {p.id: p for p in problems}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise SeedTotError(
+                f"Unknown problem id(s) {', '.join(missing[:5])}: ids run from {problems[0].id} to {problems[-1].id}."
+            )
+        return [by_id[i] for i in ids]
+    if start < 0 or start >= len(problems):
+        raise SeedTotError(f"--start {start} is outside the data set of {len(problems)} problems.")
+    end = len(problems) if limit is None else start + limit
+    return problems[start:end]
 
 
 class RunPlan(NamedTuple):
