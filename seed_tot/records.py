@@ -25,12 +25,13 @@ from pathlib import Path
 # ----------------------------------------------------------------------------- files
 
 
-def append_json_lines(path: Path, entries: list[dict], end_torn_line: bool = False) -> None:
-    """Append one JSON line per entry and fsync them before returning. `end_torn_line`: first
-    end a last line a killed writer left unfinished, so the entries start lines of their own."""
+def append_json_lines(path: Path, entries: list[dict]) -> None:
+    """Append one JSON line per entry and fsync them before returning. A last line that a killed
+    writer left unfinished is ended first, so the entries start lines of their own."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    torn = _ends_mid_line(path)
     with path.open("a") as stream:
-        if end_torn_line:
+        if torn:
             stream.write("\n")
         for entry in entries:
             stream.write(json.dumps(entry) + "\n")
@@ -43,6 +44,15 @@ def _new_file_mode() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
     return 0o666 & ~umask
+
+
+def _ends_mid_line(path: Path) -> bool:
+    try:
+        with path.open("rb") as stream:
+            stream.seek(-1, os.SEEK_END)
+            return stream.read(1) != b"\n"
+    except OSError:  # no such file, or an empty one
+        return False
 
 
 def json_objects(text: str) -> list[dict]:
@@ -174,13 +184,9 @@ class RecordLog:
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path is not None else None
         self.records: dict[str, dict] = {}
-        self._torn_tail = False
-        if self.path is not None and self.path.is_file():
-            text = self.path.read_text(encoding="utf-8")
-            self._torn_tail = bool(text) and not text.endswith("\n")
-            for entry in json_objects(text):
-                if "key" in entry and "record" in entry:
-                    self.records[entry["key"]] = entry["record"]
+        for entry in read_json_lines(self.path) if self.path is not None else []:
+            if "key" in entry and "record" in entry:
+                self.records[entry["key"]] = entry["record"]
 
     def get(self, key: str) -> dict | None:
         return self.records.get(key)
@@ -189,8 +195,7 @@ class RecordLog:
         self.records[key] = record
         if self.path is None:
             return
-        append_json_lines(self.path, [{"key": key, "record": record}], end_torn_line=self._torn_tail)
-        self._torn_tail = False
+        append_json_lines(self.path, [{"key": key, "record": record}])
 
     def get_or_compute(self, key: str, compute) -> dict:
         """The stored record of `key`, else compute() stored under it."""

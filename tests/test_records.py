@@ -5,8 +5,13 @@ import stat
 import pytest
 
 from seed_tot.records import (
+    ProblemRecord,
     RecordLog,
     append_json_lines,
+    append_record,
+    finished_ids,
+    load_records,
+    read_json_lines,
     child_peak_rss_mib,
     machine_facts,
     peak_rss_mib,
@@ -40,13 +45,33 @@ def test_get_or_compute_computes_once():
     assert calls == [1]
 
 
-def test_append_json_lines_ends_a_torn_line_first_when_asked(tmp_path):
+def test_append_json_lines_ends_a_torn_line_first(tmp_path):
     path = tmp_path / "rows.jsonl"
     append_json_lines(path, [{"a": 1}])
     with path.open("a") as stream:
         stream.write('{"a": ')  # killed mid-write
-    append_json_lines(path, [{"b": 2}, {"c": 3}], end_torn_line=True)
+    append_json_lines(path, [{"b": 2}, {"c": 3}])
     assert path.read_text().splitlines() == ['{"a": 1}', '{"a": ', '{"b": 2}', '{"c": 3}']
+    assert read_json_lines(path) == [{"a": 1}, {"b": 2}, {"c": 3}]
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    append_json_lines(empty, [{"d": 4}])
+    assert empty.read_text() == '{"d": 4}\n'
+
+
+def test_a_problem_recorded_after_a_torn_line_counts_as_finished(tmp_path):
+    results = tmp_path / "results.jsonl"
+    append_record(results, problem_record("p1"))
+    with results.open("a") as stream:
+        stream.write('{"problem_id": "p2", "met')  # killed while recording p2
+    assert finished_ids(results) == {"p1"}  # --resume computes p2 again ...
+    append_record(results, problem_record("p2"))
+    assert finished_ids(results) == {"p1", "p2"}  # ... and its record is kept
+    assert [r.problem_id for r in load_records(results)] == ["p1", "p2"]
+
+
+def problem_record(problem_id: str) -> ProblemRecord:
+    return ProblemRecord(problem_id, "ar", "7", "7", 1.0, True, 10, 1.0, 10.0, None, 10, 0, 0, f"traces/{problem_id}.json")
 
 
 def test_atomic_json_write_keeps_the_old_file_when_the_rename_fails(tmp_path, monkeypatch):
