@@ -22,7 +22,7 @@ from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
 from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.seeds import request_seed, search_request
+from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
 from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.known_states import first_goal, mark_repeats
