@@ -22,7 +22,7 @@ from seed_tot.records import (
     load_records,
     summarize,
 )
-from seed_tot.requests import GenerationRequest
+from seed_tot.reasoning.judge import judge_answer
 from seed_tot.scheduling.progress import ProgressExecutor
 
 
@@ -213,23 +213,10 @@ def open_engine(opts: TaskRunOptions):
     return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
 
 
-def judge(task, executor, formatter, passage: str, seed: int) -> dict:
-    """Creative Writing's 1-10 coherency judge, run by the target through the same executor."""
-    if not hasattr(task, "judge_prompt") or not passage:
-        return {}
-    request = GenerationRequest(
-        prompt_ids=formatter.encode(task.judge_prompt(passage)),
-        config=DecodeConfig(max_new_tokens=128, temperature=0.0),
-        seed=seed,
-        request_id="judge",
-    )
-    reply = executor.run([request])[0]
-    return {"coherency": task.parse_judge(reply.text), "coherency_reply": reply.text}
-
-
 def problem_extra(task_name: str, seed: int, task, executor, formatter, result) -> dict:
-    """The record's task-specific extras, computed where the executor is: the judge's score, the answers voted on."""
-    extra = judge(task, executor, formatter, result.answer or "", seed) if task_name == "creative_writing" else {}
+    """The record's task-specific extras, computed where the executor is: the task's judge of the
+    answer (if it has one), the answers voted on."""
+    extra = judge_answer(task, executor, formatter, result.answer or "", seed)
     if result.selection is not None:
         extra["cot_answer"] = result.selection.cot_answer
         extra["search_answer"] = result.selection.search_answer
