@@ -24,7 +24,6 @@ import torch
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.jacobi import (
-    TokenSink,
     initial_guesses,
     jacobi_step,
     refill,
@@ -32,7 +31,8 @@ from seed_tot.decoding.jacobi import (
     start_pending,
 )
 from seed_tot.decoding.output import DecodeOutput
-from seed_tot.decoding.speculative import check_prompt, stop_criteria
+from seed_tot.decoding.speculative import check_prompt
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.errors import ConfigError
 from seed_tot.requests import FinishReason, GenerationStats
 from seed_tot.runtime import KVCache, ModelRunner, fork_cache, rollback
@@ -85,7 +85,7 @@ def jacobi_iterations(
     The guess buffer starts with `init_ids` cycled (the paper initialises it with the question);
     after each iteration the outputs past the exact ones become the next guesses.
     """
-    sink = TokenSink(stop_criteria(target, config))
+    sink = TokenSink.of(target, config)
     cache, pending = start_pending(target, prompt_ids)
     buffer = initial_guesses(init_ids, 2 * window)
     unused = torch.Generator()  # FastCoT is greedy: verify_guesses draws nothing
