@@ -261,8 +261,15 @@ def _record(task_name, opts, result, trace_path, extra) -> ProblemRecord:
     )
 
 
-def print_summary(records: list[ProblemRecord], out: Path) -> None:
-    s = summarize(records)
+def note_interrupt() -> bool:
+    """Say what Ctrl-C during a run keeps (every finished problem is already on disk)."""
+    click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
+    return True
+
+
+def print_summary(out: Path) -> None:
+    """Accuracy, tokens and acceptance over every problem recorded in OUT/results.jsonl."""
+    s = summarize(load_records(out / "results.jsonl"))
     if not s["problems"]:
         click.echo("no problem finished")
         return
@@ -417,13 +424,12 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
             keep_problem(task_name, opts, out, result, trace, extra, run_started)
             problem_bar.update(1)
     except KeyboardInterrupt:
-        interrupted = True
-        click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
+        interrupted = note_interrupt()
     finally:
         batch_bar.close()
         problem_bar.close()
         executor.close()
-    print_summary(load_records(out / "results.jsonl"), out)
+    print_summary(out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
                      work=work.as_dict() if work is not None else None, packed_layers=packed_layers,

@@ -7,6 +7,7 @@ closes the pipe too, so no server outlives the run.
 
 from __future__ import annotations
 
+import importlib
 import os
 import select
 import socket
@@ -50,7 +51,7 @@ def free_port() -> int:
 
 def check_installed() -> None:
     try:
-        import xllamacpp  # noqa: F401
+        importlib.import_module("xllamacpp")
     except ImportError:
         raise EngineError(
             "llama.cpp is not installed: run `pip install xllamacpp==2026.10.11549` (or reinstall seed-tot), "

@@ -28,7 +28,7 @@ from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.known_states import first_goal, mark_repeats
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.task import Problem, Task
-from seed_tot.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)
+from seed_tot.tree import ReasoningTree, ThoughtNode
 
 ROOT_STATE = ""  # tasks keep the question in the problem; the state holds the thoughts so far
 
