@@ -1,4 +1,4 @@
-"""Throughput of a task run across --concurrency and --batching (issue 15), side by side.
+"""Throughput of a task run across --concurrency and --batching, side by side.
 
 Runs `seed-tot TASK --limit N --concurrency C --batching B` once per configuration, one after
 another on the same problems (each in its own process and --out folder under OUT), then reads
@@ -16,15 +16,15 @@ Arguments after `--` go to every run unchanged.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 
-from seed_tot.bench import machine_facts
+from seed_tot.records import machine_facts, write_text_atomically
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -41,7 +41,7 @@ def parse_configs(text: str) -> list[tuple[int, str, str, bool]]:
         concurrency, batching, dtype, packing = fields if len(fields) == 4 else ("", "", "", "")
         if (batching not in ("rounds", "continuous") or not concurrency.isdigit() or dtype not in DTYPES
                 or packing not in ("packed", "plain")):
-            sys.exit(f"Bad configuration {item!r}: write CONCURRENCY:BATCHING[:DTYPE[:plain]], e.g. 4:continuous or "
+            raise click.ClickException(f"Bad configuration {item!r}: write CONCURRENCY:BATCHING[:DTYPE[:plain]], e.g. 4:continuous or "
                      f"8:continuous:bfloat16:plain (dtypes: {', '.join(DTYPES)}).")
         configs.append((int(concurrency), batching, dtype, packing == "packed"))
     return configs
@@ -71,22 +71,22 @@ def print_work(rows: list[dict]) -> None:
                   f"{step['slots']} ({step['pad_slots']}) | {1000 * step['seconds'] / max(step['slots'], 1):.1f} |")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", default="gsm8k")
-    parser.add_argument("--limit", type=int, default=4)
-    parser.add_argument("--configs", default="1:rounds,4:rounds,4:continuous")
-    parser.add_argument("--out", type=Path, required=True, help="a new folder; each run writes into a subfolder")
-    parser.add_argument("run_args", nargs="*", help="after --: passed to every run")
-    args = parser.parse_args()
-    if args.out.exists() and any(args.out.iterdir()):
-        sys.exit(f"{args.out} is not empty: pass a new --out folder.")
+@click.command(help=__doc__)
+@click.option("--task", default="gsm8k", show_default=True)
+@click.option("--limit", default=4, show_default=True)
+@click.option("--configs", default="1:rounds,4:rounds,4:continuous", show_default=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="a new folder; each run writes into a subfolder")
+@click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
+def main(task: str, limit: int, configs: str, out: Path, run_args: tuple[str, ...]) -> None:
+    if out.exists() and any(out.iterdir()):
+        raise click.ClickException(f"{out} is not empty: pass a new --out folder.")
     rows, built = [], []
-    for concurrency, batching, dtype, packing in parse_configs(args.configs):
-        run_dir = args.out / (f"c{concurrency}-{batching}" + ("" if dtype == "auto" else f"-{dtype}")
+    for concurrency, batching, dtype, packing in parse_configs(configs):
+        run_dir = out / (f"c{concurrency}-{batching}" + ("" if dtype == "auto" else f"-{dtype}")
                               + ("" if packing else "-plain"))
-        command = ["seed-tot", args.task, "--limit", str(args.limit), "--concurrency", str(concurrency),
-                   "--batching", batching, "--out", str(run_dir), *args.run_args]
+        command = ["seed-tot", task, "--limit", str(limit), "--concurrency", str(concurrency),
+                   "--batching", batching, "--out", str(run_dir), *run_args]
         if dtype != "auto":
             command += ["--dtype", dtype]
         print(" ".join(command), flush=True)
@@ -107,7 +107,7 @@ def main() -> None:
     print_work(rows)
     summary = {"command": " ".join(sys.argv), "machine": machine_facts(),
                "runs": rows}
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_text_atomically(out / "summary.json", json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.drafters import speculative_decode
 from seed_tot.models import load_pair
+from seed_tot.records import write_text_atomically
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.peers import hf_generate_decode
 
@@ -165,7 +166,7 @@ def main(prompts, max_new_tokens, temperatures, sd_ks, k_config, threads, dtype,
             click.echo(f"best SD: {best_sd}")
         report["results"][str(temperature)] = {"summary": summaries, "best_sd": best_sd, "records": records}
     if out:
-        out.write_text(json.dumps(report, indent=2))
+        write_text_atomically(out, json.dumps(report, indent=2))
         click.echo(f"wrote {out}")
 
 

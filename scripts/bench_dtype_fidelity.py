@@ -12,17 +12,17 @@ would first leave float32's text. Forward hooks on every linear layer record the
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
+import click
 import torch
-
 
 from seed_tot.models.loading import load_model
 from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.records import write_text_atomically
 from seed_tot.runtime.cache import empty_cache
 from tasks.gsm8k import Gsm8kTask
 
@@ -85,47 +85,46 @@ def compare(reference: list[torch.Tensor], candidate: list[torch.Tensor], tokens
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="default-target")
-    parser.add_argument("--start", type=int, default=100)
-    parser.add_argument("--problems", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=96)
-    parser.add_argument("--dtypes", default="bfloat16,float16")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+@click.command(help=__doc__)
+@click.option("--model", default="default-target", show_default=True)
+@click.option("--start", default=100, show_default=True)
+@click.option("--problems", default=8, show_default=True)
+@click.option("--tokens", default=96, show_default=True)
+@click.option("--dtypes", default="bfloat16,float16", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def main(model: str, start: int, problems: int, tokens: int, dtypes: str, out: Path | None) -> None:
     torch.set_num_threads(2)
 
     task = Gsm8kTask()
-    problems = task.load()[args.start : args.start + args.problems]
-    reference_runner = load_model(args.model, dtype="float32")
+    chosen = task.load()[start : start + problems]
+    reference_runner = load_model(model, dtype="float32")
     formatter = PromptFormatter(reference_runner.tokenizer)
-    prompts = [formatter.encode(task.cot_prompt(p)) for p in problems]
+    prompts = [formatter.encode(task.cot_prompt(p)) for p in chosen]
 
     started = time.perf_counter()
-    tokens = [greedy(reference_runner, p, args.tokens) for p in prompts]
+    continuations = [greedy(reference_runner, p, tokens) for p in prompts]
     extremes = LinearExtremes(reference_runner.model)
-    reference = [continuation_logits(reference_runner, p, t) for p, t in zip(prompts, tokens)]
+    reference = [continuation_logits(reference_runner, p, t) for p, t in zip(prompts, continuations)]
     extremes.remove()
     del reference_runner
     report = {
         "command": " ".join(sys.argv),
-        "model": args.model,
-        "problems": [p.id for p in problems],
+        "model": model,
+        "problems": [p.id for p in chosen],
         "float32_largest_linear_abs": extremes.largest,
         "float16_max": FLOAT16_MAX,
         "dtypes": {},
     }
-    for name in args.dtypes.split(","):
-        runner = load_model(args.model, dtype=name)
-        candidate = [continuation_logits(runner, p, t) for p, t in zip(prompts, tokens)]
-        report["dtypes"][name] = compare(reference, candidate, tokens)
+    for name in dtypes.split(","):
+        runner = load_model(model, dtype=name)
+        candidate = [continuation_logits(runner, p, t) for p, t in zip(prompts, continuations)]
+        report["dtypes"][name] = compare(reference, candidate, continuations)
         del runner
     report["seconds"] = round(time.perf_counter() - started, 1)
     text = json.dumps(report, indent=2)
     print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    if out:
+        write_text_atomically(out, text + "\n")
 
 
 if __name__ == "__main__":

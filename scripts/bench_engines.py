@@ -12,12 +12,15 @@ the same number of tokens.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import time
-from pathlib import Path
+from types import SimpleNamespace
+
+import click
+
+from seed_tot.records import child_peak_rss_mib, peak_rss_mib, write_text_atomically
 
 
 def requests_for(problem_number: int, thoughts: int, max_new_tokens: int, formatter):
@@ -35,16 +38,8 @@ def requests_for(problem_number: int, thoughts: int, max_new_tokens: int, format
     return problem.id, requests
 
 
-def child_peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def run_one(config: str, args) -> dict:
     """Load, run the requests once, report (in this process)."""
-    from seed_tot.bench import peak_rss_mib
     from seed_tot.reasoning.prompting import PromptFormatter
 
     started = time.perf_counter()
@@ -82,18 +77,19 @@ def run_one(config: str, args) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", default="llama-cpp,batched-lookup,llama-cpp+draft")
-    parser.add_argument("--problem", type=int, default=31, help="GSM8K problem number (1-based)")
-    parser.add_argument("--thoughts", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=48)
-    parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--llama-threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--out", default=None)
-    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+@click.command(help=__doc__)
+@click.option("--configs", default="llama-cpp,batched-lookup,llama-cpp+draft", show_default=True)
+@click.option("--problem", default=31, show_default=True, help="GSM8K problem number (1-based)")
+@click.option("--thoughts", default=3, show_default=True)
+@click.option("--max-new-tokens", default=48, show_default=True)
+@click.option("--slots", default=4, show_default=True)
+@click.option("--llama-threads", default=1, show_default=True)
+@click.option("--rounds", default=1, show_default=True)
+@click.option("--out", default=None)
+@click.option("--one", default=None, hidden=True)  # the child process of one configuration
+def main(**options) -> None:
+    # in the order declared (click hands them over in command-line order): the settings recorded
+    args = SimpleNamespace(**{p.name: options[p.name] for p in click.get_current_context().command.params})
     if args.one:
         print(json.dumps(run_one(args.one, args)))
         return
@@ -110,9 +106,8 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
             if args.out:
-                Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 settings = {k: v for k, v in vars(args).items() if k not in ("one", "out")}
-                Path(args.out).write_text(json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
+                write_text_atomically(args.out, json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
 
 
 def _passthrough(args) -> list[str]:

@@ -31,12 +31,11 @@ import click
 import torch
 
 
-from seed_tot.bench import load_average, machine_facts
 from seed_tot.config import DecodeConfig
 from seed_tot.metrics import event_records
 from seed_tot.models import load_pair
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.records import RecordLog, settings_key
+from seed_tot.records import RecordLog, load_average, machine_facts, settings_key, write_text_atomically
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.requests import GenerationRequest, GenerationResult
 from tasks.gsm8k import Gsm8kTask
@@ -345,11 +344,10 @@ def save(out_dir, measurements, failures, executors, started_at, load_before, th
     }
     if out_dir:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
         measured = [{k: v for k, v in vars(m).items() if k != "events"} for m in measurements]
-        (out / "bench_executors.json").write_text(json.dumps(
+        write_text_atomically(out / "bench_executors.json", json.dumps(
             {"meta": meta, "summary": main_rows, "scaling": scaling_rows, "measurements": measured}, indent=2))
-        (out / "bench_executors.md").write_text(f"Command: `{meta['command']}`\n\n{table}\n")
+        write_text_atomically(out / "bench_executors.md", f"Command: `{meta['command']}`\n\n{table}\n")
         if final:
             paths = write_plots(out, main_rows, scaling_rows, measurements)
             print(f"wrote {out / 'bench_executors.json'}, {out / 'bench_executors.md'} and "

@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from pathlib import Path
 
 import click
 import torch
 
-from seed_tot.bench import load_average, machine_facts
+from seed_tot.records import load_average, machine_facts, write_text_atomically
 from seed_tot.models.loading import load_model
 from seed_tot.runtime import ModelRunner, cache_length, rollback
 from seed_tot.runtime.cache import repeat_rows
@@ -121,8 +120,7 @@ def main(model_names, dtype, threads, q_lens, batches, prompt_len, repeats, warm
             "load_average_before": load_before, "machine_after": machine_facts(),
             "repeats": repeats, "warmup": warmup,
         }
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(result, indent=2))
+        write_text_atomically(out, json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

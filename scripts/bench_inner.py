@@ -11,60 +11,25 @@ chain of thought: accuracy and wall time.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
-from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import torch
 
-
-from seed_tot.cli.fastcot import (
-    compare_fastcot_with_ar,
-    cot_prompt_ids,
-    format_table,
-    gsm8k_problems,
-    write_json_atomically,
-)
+from seed_tot.cli.fastcot import gsm8k_problems
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_decode
 from seed_tot.decoding.jacobi import jacobi_decode
 from seed_tot.decoding.lookahead import lookahead_decode
+from seed_tot.fastcot_calibration import compare_fastcot_with_ar, cot_prompt_ids, format_table
 from seed_tot.models import load_model
-from seed_tot.records import RecordLog, settings_key
-
-
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="default-target")
-    parser.add_argument("--tiny", action="store_true", help="tiny in-process model (smoke run)")
-    parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--prompts", type=int, default=4, help="GSM8K prompts for part 1 (0 skips it)")
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--lookahead", default="4,3,4;7,4,7", help="W,N,G settings separated by ';'")
-    parser.add_argument("--jacobi-blocks", default="4,8")
-    parser.add_argument("--rotate", action=argparse.BooleanOptionalAction, default=True,
-                        help="rotate the method order per prompt (cancels load drift)")
-    parser.add_argument("--fastcot-problems", type=int, default=8, help="GSM8K problems for part 2 (0 skips it)")
-    parser.add_argument("--fastcot-offset", type=int, default=0, help="skip this many problems first")
-    parser.add_argument("--fastcot-window", type=int, default=8)
-    parser.add_argument("--fastcot-caps", default="8,16,32")
-    parser.add_argument("--check-every", type=int, default=4, help="convergence-check interval (0: off)")
-    parser.add_argument("--check-answer-tokens", type=int, default=6)
-    parser.add_argument("--check-problems", type=int, default=None,
-                        help="run the convergence check on the first this many FastCoT problems (default: all)")
-    parser.add_argument("--cot-max-tokens", type=int, default=256)
-    parser.add_argument("--max-answer-tokens", type=int, default=16)
-    parser.add_argument("--forward-widths", default="1,5,9,17", help="forward cost per width ('' skips)")
-    parser.add_argument("--output", default="bench_inner.json")
-    parser.add_argument("--records", default=None,
-                        help="JSON-lines log of finished prompts/problems; a rerun with the same file resumes "
-                             "(default: OUTPUT.records.jsonl)")
-    return parser.parse_args()
+from seed_tot.records import RecordLog, settings_key, write_json_atomically
+from tasks.gsm8k import extract_number_answer
 
 
 def forward_costs(target, widths: list[int], rounds: int = 3, context: int = 200) -> dict[int, float]:
@@ -172,8 +137,6 @@ def summarise_inner(rows: list[dict]) -> str:
 
 def convergence_record(target, problem, task, args, cap: int) -> dict:
     """FastCoT with the per-instance convergence check on one problem."""
-    from tasks.gsm8k import extract_number_answer
-
     out = fastcot_decode(
         target, cot_prompt_ids(target, problem.question), DecodeConfig(max_new_tokens=args.cot_max_tokens),
         window=args.fastcot_window, max_iterations=cap, trigger=DEFAULT_TRIGGER,
@@ -203,8 +166,35 @@ def run_convergence(target, problems, task, args, log: RecordLog) -> dict:
             "converged": sum(r["converged"] for r in records), "answers": [r["answer"] for r in records]}
 
 
-def main() -> None:
-    args = parse_args()
+@click.command(help=__doc__)
+@click.option("--model", default="default-target", show_default=True)
+@click.option("--tiny", is_flag=True, help="tiny in-process model (smoke run)")
+@click.option("--dtype", default="bfloat16", show_default=True)
+@click.option("--threads", default=2, show_default=True)
+@click.option("--prompts", default=4, show_default=True, help="GSM8K prompts for part 1 (0 skips it)")
+@click.option("--max-new-tokens", default=128, show_default=True)
+@click.option("--lookahead", default="4,3,4;7,4,7", show_default=True, help="W,N,G settings separated by ';'")
+@click.option("--jacobi-blocks", default="4,8", show_default=True)
+@click.option("--rotate/--no-rotate", default=True, show_default=True,
+              help="rotate the method order per prompt (cancels load drift)")
+@click.option("--fastcot-problems", default=8, show_default=True, help="GSM8K problems for part 2 (0 skips it)")
+@click.option("--fastcot-offset", default=0, show_default=True, help="skip this many problems first")
+@click.option("--fastcot-window", default=8, show_default=True)
+@click.option("--fastcot-caps", default="8,16,32", show_default=True)
+@click.option("--check-every", default=4, show_default=True, help="convergence-check interval (0: off)")
+@click.option("--check-answer-tokens", default=6, show_default=True)
+@click.option("--check-problems", type=int, default=None,
+              help="run the convergence check on the first this many FastCoT problems (default: all)")
+@click.option("--cot-max-tokens", default=256, show_default=True)
+@click.option("--max-answer-tokens", default=16, show_default=True)
+@click.option("--forward-widths", default="1,5,9,17", show_default=True, help="forward cost per width ('' skips)")
+@click.option("--output", default="bench_inner.json", show_default=True)
+@click.option("--records", default=None,
+              help="JSON-lines log of finished prompts/problems; a rerun with the same file resumes "
+                   "(default: OUTPUT.records.jsonl)")
+def main(**options) -> None:
+    # in the order declared (click hands them over in command-line order): the report records them
+    args = SimpleNamespace(**{p.name: options[p.name] for p in click.get_current_context().command.params})
     torch.set_num_threads(args.threads)
     target = load_model("tiny-target" if args.tiny else args.model, dtype="float32" if args.tiny else args.dtype)
     task, problems = gsm8k_problems(None, args.fastcot_offset + max(args.prompts, args.fastcot_problems))
@@ -226,7 +216,8 @@ def main() -> None:
         caps = [int(c) for c in args.fastcot_caps.split(",")]
         fast = compare_fastcot_with_ar(
             target, subset, task, caps, args.fastcot_window, args.cot_max_tokens, args.max_answer_tokens,
-            DEFAULT_TRIGGER, progress=lambda done, total: print(f"  FastCoT {done}/{total}", file=sys.stderr),
+            DEFAULT_TRIGGER, extract_number_answer,
+            progress=lambda done, total: print(f"  FastCoT {done}/{total}", file=sys.stderr),
             log=log,
         )
         report["fastcot"] = fast
@@ -235,7 +226,7 @@ def main() -> None:
             report["fastcot_convergence"] = run_convergence(target, subset[: args.check_problems], task, args, log)
             print("convergence check:", json.dumps(report["fastcot_convergence"]))
     report["wall_seconds"] = time.perf_counter() - started
-    write_json_atomically(Path(args.output), report)
+    write_json_atomically(args.output, report)
     print(f"wrote {args.output} ({report['wall_seconds']:.0f} s)")
 
 

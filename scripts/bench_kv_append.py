@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from pathlib import Path
 
 import click
 import torch
 from transformers.cache_utils import DynamicLayer
 
 import seed_tot.runtime.cache as cache_module
-from seed_tot.bench import machine_facts
+from seed_tot.records import machine_facts, write_text_atomically
 from seed_tot.models.loading import load_model
 from seed_tot.runtime.ragged import RaggedBatchCache
 
@@ -88,8 +87,7 @@ def main(model, dtype, threads, rows, context, steps, repeats, out) -> None:
                             "speedup": round(base / median, 2), "same_logits": same, "step_seconds": timings[name]})
             click.echo(f"| {width} | {context} | {name} | {median * 1000:.0f} | {base / median:.2f}x | {same} |")
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps({"model": model, "dtype": dtype, "threads": torch.get_num_threads(),
+        write_text_atomically(out, json.dumps({"model": model, "dtype": dtype, "threads": torch.get_num_threads(),
                                          "steps": steps, "repeats": repeats, "machine": machine_facts(),
                                          "results": results}, indent=1))
 

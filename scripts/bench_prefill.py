@@ -1,4 +1,4 @@
-"""Prefill time of the value workload with and without prompt-prefix sharing (issue 15).
+"""Prefill time of the value workload with and without prompt-prefix sharing.
 
 Rebuilds the State Evaluator's prompts from the traces of a finished task run (the nodes each
 BFS round evaluated, `--value-samples` requests per node as the evaluator sends them), merges
@@ -15,18 +15,17 @@ executors' prefill of each merged round three ways, side by side, in one process
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-
+import click
 import torch
 
-from seed_tot.bench import machine_facts
 from seed_tot.models.loading import load_model
 from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.records import machine_facts, write_text_atomically
 from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.prefix_cache import PrefixCache
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
@@ -62,30 +61,31 @@ def slots(prompts: list[list[int]], mode: str) -> int:
     return stage_cost([len(p) for p in unique]) if plan is None else plan_cost(unique, plan)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path, help="a task run's --out folder (its traces/*.json are read)")
-    parser.add_argument("--target", default="default-target")
-    parser.add_argument("--dtype", default="bfloat16")
-    parser.add_argument("--problems", type=int, default=4, help="problems merged per round (the run's --concurrency)")
-    parser.add_argument("--value-samples", type=int, default=3)
-    parser.add_argument("--limit-rounds", type=int, default=0, help="time only the first N merged rounds (0: all)")
-    parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--cache-mb", type=float, default=1024, help="prefix cache budget of the cache mode")
-    parser.add_argument("--output", type=Path)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+@click.command(help=__doc__)
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--target", default="default-target", show_default=True)
+@click.option("--dtype", default="bfloat16", show_default=True)
+@click.option("--problems", default=4, show_default=True, help="problems merged per round (the run's --concurrency)")
+@click.option("--value-samples", default=3, show_default=True)
+@click.option("--limit-rounds", default=0, show_default=True, help="time only the first N merged rounds (0: all)")
+@click.option("--threads", default=0, show_default=True)
+@click.option("--cache-mb", default=1024.0, show_default=True, help="prefix cache budget of the cache mode")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def main(run_dir: Path, target: str, dtype: str, problems: int, value_samples: int, limit_rounds: int, threads: int,
+         cache_mb: float, output: Path | None) -> None:
+    """RUN_DIR: a task run's --out folder (its traces/*.json are read)."""
+    if threads:
+        torch.set_num_threads(threads)
 
-    runner = load_model(args.target, dtype=args.dtype)
-    files = sorted((args.run_dir / "traces").glob("*.json"))
+    runner = load_model(target, dtype=dtype)
+    files = sorted((run_dir / "traces").glob("*.json"))
     if not files:
-        sys.exit(f"No traces in {args.run_dir / 'traces'}: pass the --out folder of a finished task run.")
-    rounds = value_rounds(files, args.problems, args.value_samples, PromptFormatter(runner.tokenizer))
-    if args.limit_rounds:
-        rounds = rounds[: args.limit_rounds]
+        raise click.ClickException(f"No traces in {run_dir / 'traces'}: pass the --out folder of a finished task run.")
+    rounds = value_rounds(files, problems, value_samples, PromptFormatter(runner.tokenizer))
+    if limit_rounds:
+        rounds = rounds[:limit_rounds]
     prefill(runner, rounds[0][:2], share_prefix=False)  # warm-up
-    kept = PrefixCache(int(args.cache_mb * 2**20))
+    kept = PrefixCache(int(cache_mb * 2**20))
     totals: dict[str, dict[str, float]] = {mode: {} for mode in MODES}
     per_round = []
     for prompts in rounds:
@@ -107,8 +107,8 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     summary = {
         "command": " ".join(sys.argv),
-        "target": args.target,
-        "dtype": args.dtype,
+        "target": target,
+        "dtype": dtype,
         "threads": torch.get_num_threads(),
         "traces": len(files),
         "rounds": len(rounds),
@@ -122,9 +122,8 @@ def main() -> None:
         "per_round": per_round,
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "per_round"}, indent=1))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(summary, indent=1))
+    if output:
+        write_text_atomically(output, json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import click
 import torch
 
 
-from seed_tot.bench import machine_facts
+from seed_tot.records import machine_facts, write_text_atomically
 from seed_tot.decoding.sampling import sample, top_p_filter
 from seed_tot.models.loading import load_model
 
@@ -90,7 +90,7 @@ def main(model: str, rows: int, steps: int, repeats: int, threads: int, out: Pat
     }
     print(json.dumps(result, indent=1))
     if out:
-        out.write_text(json.dumps(result, indent=1))
+        write_text_atomically(out, json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

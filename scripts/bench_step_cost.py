@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import time
 
+import click
 import torch
-
 
 from seed_tot.models.loading import load_model
 from seed_tot.runtime.ragged import RaggedBatchCache
@@ -56,7 +55,7 @@ def best_of(runner, lengths: list[int], width: int = 1, repeats: int = 2) -> flo
     return min(step_seconds(batch, width) for _ in range(repeats))
 
 
-def compare_packing(dtype: str) -> None:
+def time_packing(dtype: str) -> None:
     os.environ["SEED_TOT_PACK_WEIGHTS"] = "0"
     plain = load_model("qwen2.5-coder-1.5b-instruct", dtype=dtype)
     os.environ["SEED_TOT_PACK_WEIGHTS"] = "1"
@@ -72,11 +71,13 @@ def compare_packing(dtype: str) -> None:
               f"plain/packed {plain_s / packed_s:.2f}", flush=True)
 
 
-def main() -> None:
-    dtype = sys.argv[1] if len(sys.argv) > 1 else "bfloat16"
+@click.command(help=__doc__)
+@click.argument("dtype", default="bfloat16")
+@click.option("--compare-packing", is_flag=True, help="time plain and packed linear layers alternately")
+def main(dtype: str, compare_packing: bool) -> None:
     torch.set_num_threads(2)
-    if "--compare-packing" in sys.argv:
-        compare_packing(dtype)
+    if compare_packing:
+        time_packing(dtype)
         return
     runner = load_model("qwen2.5-coder-1.5b-instruct", dtype=dtype)
     random.seed(0)

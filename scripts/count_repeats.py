@@ -11,10 +11,10 @@ pruned, the evaluator tokens spent rating them, and the trees that reached the g
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 from pathlib import Path
 
+import click
 
 from seed_tot.observe.trace import load_trace, tree_from_trace
 from seed_tot.search.known_states import mark_repeats
@@ -50,14 +50,13 @@ def replay(task, problem: Problem, recorded: ReasoningTree) -> dict[str, int]:
     return counts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=Path)
-    args = parser.parse_args()
+@click.command(help=__doc__)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+def main(paths: tuple[Path, ...]) -> None:
     print("| traces | problems | thoughts | loop (state on its path) | merge (state elsewhere in the tree) "
           "| evaluator tokens on them / all | trees that reached the goal |")
     print("|---|---|---|---|---|---|---|")
-    for path in args.paths:
+    for path in paths:
         files = sorted(path.rglob("*.json")) if path.is_dir() else [path]
         total, solved, problems = defaultdict(int), 0, 0
         for file in files:

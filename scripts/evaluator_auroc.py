@@ -22,7 +22,6 @@ appended, so an interrupted run continues where it stopped.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -30,8 +29,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 
 from seed_tot.observe.trace import Trace, load_trace, tree_from_trace
+from seed_tot.records import append_json_lines
 from seed_tot.tree import ReasoningTree
 from seed_tot.task import Problem
 from tasks import get_task
@@ -140,8 +141,8 @@ def read_logits(path: Path) -> dict[tuple[str, int], dict]:
     return {(row["trace"], row["node_id"]): row for row in rows}
 
 
-def rescore(steps: list[Step], loaded: dict, out: Path, target_name: str, dtype: str, method: str,
-            answered_only: bool = False) -> None:
+def rescore_steps(steps: list[Step], loaded: dict, out: Path, target_name: str, dtype: str, method: str,
+                  answered_only: bool = False) -> None:
     """Append to `out` the logit-mode value of every step not yet there (one batch per trace)."""
     from seed_tot.config import DecodeConfig
     from seed_tot.models.loading import load_model
@@ -162,25 +163,23 @@ def rescore(steps: list[Step], loaded: dict, out: Path, target_name: str, dtype:
     evaluators = {}
     print(f"rescoring {sum(map(len, todo.values()))} steps of {len(todo)} traces with {target.name} "
           f"({str(target.dtype).removeprefix('torch.')}, {method})", file=sys.stderr)
-    with out.open("a") as handle:
-        for trace_path, node_ids in todo.items():
-            trace, task, problem, tree = loaded[trace_path]
-            if trace.task not in evaluators:
-                evaluators[trace.task] = StateEvaluator(task, formatter, DecodeConfig(), 0, mode="logits")
-            evaluator = evaluators[trace.task]
-            nodes = [tree.node(i) for i in node_ids]
-            requests = evaluator.requests(problem, nodes)
-            started = time.perf_counter()
-            results = executor.run(requests)
-            seconds = time.perf_counter() - started
-            for node, evaluation in zip(nodes, evaluator.read(problem, nodes, requests, results)):
-                row = {"trace": trace_path, "node_id": node.id, "value": evaluation.value,
-                       "verdict_probs": evaluation.verdict_probs, "verdict_mass": evaluation.verdict_mass,
-                       "prompt_tokens": len(requests[nodes.index(node)].prompt_ids),
-                       "batch_seconds": round(seconds, 3), "batch_size": len(requests)}
-                handle.write(json.dumps(row) + "\n")
-            handle.flush()
-            print(f"{trace_path}: {len(nodes)} steps in {seconds:.1f} s", file=sys.stderr)
+    for trace_path, node_ids in todo.items():
+        trace, task, problem, tree = loaded[trace_path]
+        if trace.task not in evaluators:
+            evaluators[trace.task] = StateEvaluator(task, formatter, DecodeConfig(), 0, mode="logits")
+        evaluator = evaluators[trace.task]
+        nodes = [tree.node(i) for i in node_ids]
+        requests = evaluator.requests(problem, nodes)
+        started = time.perf_counter()
+        results = executor.run(requests)
+        seconds = time.perf_counter() - started
+        rows = [{"trace": trace_path, "node_id": node.id, "value": evaluation.value,
+                 "verdict_probs": evaluation.verdict_probs, "verdict_mass": evaluation.verdict_mass,
+                 "prompt_tokens": len(requests[nodes.index(node)].prompt_ids),
+                 "batch_seconds": round(seconds, 3), "batch_size": len(requests)}
+                for node, evaluation in zip(nodes, evaluator.read(problem, nodes, requests, results))]
+        append_json_lines(out, rows)
+        print(f"{trace_path}: {len(nodes)} steps in {seconds:.1f} s", file=sys.stderr)
     executor.close()
 
 
@@ -207,28 +206,29 @@ def table(steps: list[Step]) -> list[str]:
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=Path, help="trace files or directories of traces")
-    parser.add_argument("--logits", type=Path, default=None, help="JSON lines of logit-mode values (see --rescore)")
-    parser.add_argument("--rescore", action="store_true", help="score the steps missing from --logits with --target")
-    parser.add_argument("--target", default="default-target")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--method", default="batched")
-    parser.add_argument("--answered-only", action="store_true", help="--rescore only the answered steps")
-    args = parser.parse_args()
-    if args.rescore and args.logits is None:
-        raise SystemExit("--rescore writes its values to --logits FILE: give that file.")
-    steps, loaded = read_steps(trace_files(args.paths))
-    if args.rescore:
-        rescore(steps, loaded, args.logits, args.target, args.dtype, args.method, args.answered_only)
-    if args.logits is not None:
-        logits = read_logits(args.logits)
-        scored = [s for s in steps if (s.trace, s.node_id) in logits]
+@click.command(help=__doc__)
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--logits", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="JSON lines of logit-mode values (see --rescore)")
+@click.option("--rescore", is_flag=True, help="score the steps missing from --logits with --target")
+@click.option("--target", default="default-target", show_default=True)
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--method", default="batched", show_default=True)
+@click.option("--answered-only", is_flag=True, help="--rescore only the answered steps")
+def main(paths: tuple[Path, ...], logits: Path | None, rescore: bool, target: str, dtype: str, method: str,
+         answered_only: bool) -> None:
+    if rescore and logits is None:
+        raise click.UsageError("--rescore writes its values to --logits FILE: give that file.")
+    steps, loaded = read_steps(trace_files(list(paths)))
+    if rescore:
+        rescore_steps(steps, loaded, logits, target, dtype, method, answered_only)
+    if logits is not None:
+        values = read_logits(logits)
+        scored = [s for s in steps if (s.trace, s.node_id) in values]
         if len(scored) < len(steps):
             print(f"{len(steps) - len(scored)} of {len(steps)} steps have no logit value: both modes are "
                   "reported on the steps that have one", file=sys.stderr)
-        steps = scored + [Step(s.source, s.trace, s.task, "logits", s.node_id, float(logits[(s.trace, s.node_id)]["value"]),
+        steps = scored + [Step(s.source, s.trace, s.task, "logits", s.node_id, float(values[(s.trace, s.node_id)]["value"]),
                                s.reaches, s.answered, 0) for s in scored]  # logit mode generates no token
     print("\n".join(table(steps)))
 

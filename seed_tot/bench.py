@@ -10,47 +10,11 @@ measured side by side.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import resource
-import subprocess
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from seed_tot.errors import ConfigError
-
-def load_average() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def git_revision() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
-def peak_rss_mib() -> float:
-    """This process's peak resident memory so far (Linux reports kilobytes)."""
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def machine_facts() -> dict:
-    """What a benchmark record needs to be read later: when, where, under what load, which code."""
-    import torch
-
-    return {
-        "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "load_average": load_average(),
-        "cpu_count": os.cpu_count(),
-        "threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "torch": torch.__version__,
-        "git": git_revision(),
-        "peak_rss_mib": peak_rss_mib(),
-    }
-
+from seed_tot.records import machine_facts
 
 SPECULATIVE = {"sd", "mcsd", "seed", "seed-mcsd", "batched-sd", "batched-mcsd"}
 PEERS = {"hf-generate", "hf-assisted"}

@@ -1,16 +1,176 @@
-"""An append-only JSON-lines log of finished work units, so a long run can stop and resume.
+"""What a run or a benchmark writes down, so that nothing already computed is lost and the
+files can be read later: JSON lines appended and fsynced one by one, JSON files replaced
+atomically, and the machine facts a measurement needs beside it.
 
-Each line is {"key": ..., "record": ...}; a key names one unit (a problem, a prompt) together
-with the settings it was computed under, so a resumed run with other settings recomputes
-instead of mixing results. Lines are flushed and fsynced as they are written; a torn last
-line (the process was killed mid-write) is ignored on load.
+- A task run's results.jsonl: one ProblemRecord per finished problem (resume skips them), and
+  failed.jsonl beside it: problems a run could not finish (resume tries them again).
+- A RecordLog holds finished work units by key: each line is {"key": ..., "record": ...}; a key
+  names one unit (a problem, a prompt) together with the settings it was computed under, so a
+  resumed benchmark with other settings recomputes instead of mixing results.
+A torn last line (the process was killed mid-write) is ignored on load.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
+import resource
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+# ----------------------------------------------------------------------------- files
+
+
+def append_json_lines(path: Path, entries: list[dict]) -> None:
+    """Append one JSON line per entry and fsync them before returning. A last line that a killed
+    writer left unfinished is ended first, so the entries start lines of their own."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torn = _ends_mid_line(path)
+    with path.open("a") as stream:
+        if torn:
+            stream.write("\n")
+        for entry in entries:
+            stream.write(json.dumps(entry) + "\n")
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _new_file_mode() -> int:
+    """The mode open() gives a new file: 0o666 less the process umask (read by setting it back)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _ends_mid_line(path: Path) -> bool:
+    try:
+        with path.open("rb") as stream:
+            stream.seek(-1, os.SEEK_END)
+            return stream.read(1) != b"\n"
+    except OSError:  # no such file, or an empty one
+        return False
+
+
+def json_objects(text: str) -> list[dict]:
+    """The JSON objects of JSON-lines text, one a line; lines that do not parse (a torn last line
+    from a crash) or hold something else are skipped."""
+    objects = []
+    for line in text.splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            objects.append(value)
+    return objects
+
+
+def read_json_lines(path: Path) -> list[dict]:
+    """The JSON objects of a JSON-lines file (none when it does not exist), as json_objects reads them."""
+    return json_objects(path.read_text(encoding="utf-8")) if path.is_file() else []
+
+
+def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` to a temporary file beside `path`, fsync it, then rename it over `path`: a
+    crash leaves the old file or the new one, never half of one. Returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+            os.fchmod(stream.fileno(), _new_file_mode())  # mkstemp's 0600 would hide it from other users
+        os.replace(temp_name, target)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def write_json_atomically(path: str | os.PathLike, payload: dict, indent: int = 2) -> Path:
+    return write_text_atomically(path, json.dumps(payload, indent=indent))
+
+
+# ----------------------------------------------------------------------------- a task run's results
+
+
+@dataclass
+class ProblemRecord:
+    """One finished problem, as appended to results.jsonl."""
+
+    problem_id: str
+    method: str
+    answer: str | None
+    gold: str
+    score: float
+    correct: bool
+    new_tokens: int
+    wall_seconds: float
+    tokens_per_second: float
+    acceptance_rate: float | None
+    target_forwards: int
+    draft_forwards: int
+    parse_failures: int
+    trace_path: str
+    extra: dict = field(default_factory=dict)  # task-specific scores, e.g. coherency
+
+
+def finished_ids(results_path: Path) -> set[str]:
+    """Ids already recorded in a results file (a torn last line from a crash is ignored)."""
+    return {entry["problem_id"] for entry in read_json_lines(results_path) if "problem_id" in entry}
+
+
+def append_record(results_path: Path, record: ProblemRecord) -> None:
+    """Append one JSON line and flush it to disk before the next problem starts."""
+    append_json_lines(results_path, [asdict(record)])
+
+
+def load_records(results_path: Path) -> list[ProblemRecord]:
+    records = []
+    for entry in read_json_lines(results_path):
+        try:
+            records.append(ProblemRecord(**entry))
+        except TypeError:  # not a results row
+            continue
+    return records
+
+
+def summarize(records: list[ProblemRecord]) -> dict:
+    """Task score, tokens/s over all problems, acceptance rate and wall time."""
+    if not records:
+        return {"problems": 0}
+    tokens = sum(r.new_tokens for r in records)
+    seconds = sum(r.wall_seconds for r in records)
+    rates = [r.acceptance_rate for r in records if r.acceptance_rate is not None]
+    return {
+        "problems": len(records),
+        "score": sum(r.score for r in records) / len(records),
+        "accuracy": sum(r.correct for r in records) / len(records),
+        "new_tokens": tokens,
+        "wall_seconds": seconds,
+        "tokens_per_second": tokens / seconds if seconds else 0.0,
+        "acceptance_rate": sum(rates) / len(rates) if rates else None,
+        "parse_failures": sum(r.parse_failures for r in records),
+    }
+
+
+FAILED_FILE = "failed.jsonl"  # beside results.jsonl: problems a run could not finish (--resume retries them)
+
+
+def append_failure(results_path: Path, problem_id: str, error: str, attempts: int, workers: list[str]) -> Path:
+    """Record, fsynced, that a problem failed; it stays out of results.jsonl, so --resume tries it again."""
+    path = results_path.parent / FAILED_FILE
+    append_json_lines(path, [{"problem_id": problem_id, "error": error, "attempts": attempts, "workers": workers}])
+    return path
+
+
+# ----------------------------------------------------------------------------- resumable work units
 
 
 def settings_key(unit: str, settings: dict) -> str:
@@ -24,17 +184,9 @@ class RecordLog:
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path is not None else None
         self.records: dict[str, dict] = {}
-        self._torn_tail = False
-        if self.path is not None and self.path.is_file():
-            text = self.path.read_text()
-            self._torn_tail = bool(text) and not text.endswith("\n")
-            for line in text.splitlines():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(entry, dict) and "key" in entry and "record" in entry:
-                    self.records[entry["key"]] = entry["record"]
+        for entry in read_json_lines(self.path) if self.path is not None else []:
+            if "key" in entry and "record" in entry:
+                self.records[entry["key"]] = entry["record"]
 
     def get(self, key: str) -> dict | None:
         return self.records.get(key)
@@ -43,14 +195,7 @@ class RecordLog:
         self.records[key] = record
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as stream:
-            if self._torn_tail:  # end the torn line so this record starts a line of its own
-                stream.write("\n")
-                self._torn_tail = False
-            stream.write(json.dumps({"key": key, "record": record}) + "\n")
-            stream.flush()
-            os.fsync(stream.fileno())
+        append_json_lines(self.path, [{"key": key, "record": record}])
 
     def get_or_compute(self, key: str, compute) -> dict:
         """The stored record of `key`, else compute() stored under it."""
@@ -59,3 +204,46 @@ class RecordLog:
             record = compute()
             self.add(key, record)
         return record
+
+
+# ----------------------------------------------------------------------------- machine facts
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def git_revision() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far (Linux reports kilobytes)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def child_peak_rss_mib(pid: int) -> float:
+    """The peak resident memory of another running process (Linux's /proc), 0 when unknown."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def machine_facts() -> dict:
+    """What a benchmark record needs to be read later: when, where, under what load, which code."""
+    import torch
+
+    return {
+        "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "load_average": load_average(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "git": git_revision(),
+        "peak_rss_mib": peak_rss_mib(),
+    }

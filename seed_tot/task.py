@@ -11,7 +11,11 @@ Optional members the engine uses when a task has them (not part of the protocol 
 - `state_key(problem, state) -> Hashable | None`: a name of the position a state reaches; states
   with one name are the same position (the search prunes repeats, seed_tot/search/known_states.py);
 - `reaches_goal(problem, state) -> bool`: the task can show that the state solves the problem
-  (the search stops there).
+  (the search stops there);
+- `judge_prompt(answer) -> str` and `judge_record(reply) -> dict`: a model grades the final answer
+  beside `score` (Creative Writing's 1-10 coherency): the target answers the prompt greedily and
+  the fields judge_record reads from its reply join the problem's record
+  (seed_tot/reasoning/judge.py).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class CreativeWritingTask:
     then "Plan:\\n...\\n\\nPassage:\\n...". The evaluator rates coherency 1-10 ("The coherency
     score is N"); an unreadable reply gets `fallback_value` = 1.0, the lowest rating. `score`
     is the deterministic constraint fraction (how many of the 4 sentences end the 4
-    paragraphs, in order, divided by 4); the coherency judge (`judge_prompt`, `parse_judge`)
+    paragraphs, in order, divided by 4); the coherency judge (the `judge_prompt` / `judge_record` hook)
     is run by the engine with a model.
     """
 
@@ -198,3 +198,7 @@ class CreativeWritingTask:
         {value}"), so a reply cut off by the token budget still carries it.
         """
         return parse_rating(text)
+
+    def judge_record(self, reply: str) -> dict:
+        """The record fields of the coherency judge's reply: the score and the reply itself."""
+        return {"coherency": self.parse_judge(reply), "coherency_reply": reply}

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from devices import TEST_DEVICE
-from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.models.tiny import DRAFT_NOISE, build_tiny_pair
 from seed_tot.runtime import ModelRunner
 
 torch.set_num_threads(1)
@@ -24,6 +24,29 @@ def tiny_pair():
 def tiny_eager_pair():
     draft, target, tokenizer = build_tiny_pair(seed=0, attn_implementation="eager")
     return ModelRunner(draft, tokenizer, "tiny-draft"), ModelRunner(target, tokenizer, "tiny-target")
+
+
+SMALL_VOCAB = 8  # small enough to count every outcome of a few tokens
+
+
+@pytest.fixture(scope="session")
+def small_vocab_pair():
+    """small_vocab_pair(seed=0, noise=DRAFT_NOISE) -> (draft_runner, target_runner): the tiny
+    pair over an 8-token vocabulary without a tokenizer, for the statistics tests. Each (seed,
+    noise) is built once per session; the target depends on the seed only, the noise sets how
+    far the draft is from it (0.1: total variation ~0.3 at T=1)."""
+    built: dict[tuple[int, float], tuple[ModelRunner, ModelRunner]] = {}
+
+    def pair(seed: int = 0, noise: float = DRAFT_NOISE) -> tuple[ModelRunner, ModelRunner]:
+        if (seed, noise) not in built:
+            draft, target, _ = build_tiny_pair(seed=seed, vocab_size=SMALL_VOCAB, noise=noise)
+            built[seed, noise] = (
+                ModelRunner(draft, None, f"tiny-draft-v{SMALL_VOCAB}(seed={seed}, noise={noise})"),
+                ModelRunner(target, None, f"tiny-target-v{SMALL_VOCAB}(seed={seed})"),
+            )
+        return built[seed, noise]
+
+    return pair
 
 
 def real_models_enabled() -> bool:

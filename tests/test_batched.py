@@ -184,12 +184,6 @@ def chi_square_p(counts: np.ndarray, expected_probs: np.ndarray) -> float:
     return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
 
 
-@pytest.fixture(scope="module")
-def vocab8_pair():
-    draft, target, _ = build_tiny_pair(seed=3, vocab_size=8)
-    return ModelRunner(draft, None, "draft8"), ModelRunner(target, None, "target8")
-
-
 @pytest.mark.parametrize(
     "k_config, temperature, top_p, options",
     [
@@ -198,8 +192,8 @@ def vocab8_pair():
         ((1, 1), 1.0, 1.0, {"drafter": "lookup"}),
     ],
 )
-def test_batched_sd_samples_the_target_distribution(vocab8_pair, k_config, temperature, top_p, options):
-    draft, target = vocab8_pair
+def test_batched_sd_samples_the_target_distribution(small_vocab_pair, k_config, temperature, top_p, options):
+    draft, target = small_vocab_pair(seed=3)
     prompt = [1, 5, 2, 1, 5, 7, 1]
     config = DecodeConfig(max_new_tokens=2, temperature=temperature, top_p=top_p)
     executor = BatchedSpeculativeExecutor(target, draft, k_config, **options)

@@ -29,23 +29,22 @@ from seed_tot.decoding.sampling import probabilities, residual, sample, uniform
 from seed_tot.decoding.drafters import speculative_decode
 from seed_tot.decoding.speculative import draft_children, speculative_decode_with
 from seed_tot.decoding.verify import DraftTree, Verdict, verify_tree
-from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
+from conftest import SMALL_VOCAB
 
 pytestmark = pytest.mark.slow  # 20,000-sample statistics
 
-VOCAB = 8
+VOCAB = SMALL_VOCAB
 PROMPT = [1, 2, 3, 1, 2]  # repeats an n-gram, so prompt lookup has something to propose
 SAMPLES = 20_000
 NEW_TOKENS = 2
 
 
 @pytest.fixture(scope="module")
-def pair() -> tuple[ModelRunner, ModelRunner]:
+def pair(small_vocab_pair) -> tuple[ModelRunner, ModelRunner]:
     # More draft noise than the default tiny pair: p and q differ clearly (total variation
     # ~0.3 at T=1), so rejections and residuals are exercised and wrong rules are detectable.
-    draft, target, _ = build_tiny_pair(seed=0, vocab_size=VOCAB, noise=0.1)
-    return ModelRunner(draft, None, "draft-v8"), ModelRunner(target, None, "target-v8")
+    return small_vocab_pair(seed=0, noise=0.1)
 
 
 def logits_table(runner: ModelRunner, prompt: list[int], depth: int) -> dict[tuple[int, ...], torch.Tensor]:

@@ -74,3 +74,46 @@ def test_a_broken_link_is_reported(tmp_path):
         "README.md": ["docs/nope.md"],
         "docs/page.md": ["results/gone.json", "missing.png", "/etc/hosts (absolute path)"],
     }
+
+
+# -- code comments point at the doc that holds a measurement ------------------------------------
+
+_MEASURED = re.compile(r"measured:\s*(docs/[\w./-]+\.md)#([\w-]+)")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*$", re.MULTILINE)
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def broken_measured_pointers(root: Path = ROOT) -> list[str]:
+    """`measured: docs/FILE.md#anchor` pointers in the package's code whose file or heading is missing."""
+    broken = []
+    for source in sorted((root / "seed_tot").rglob("*.py")):
+        text = re.sub(r"\s*\n\s*#?\s*", " ", source.read_text(encoding="utf-8"))  # a pointer may wrap
+        for doc, anchor in _MEASURED.findall(text):
+            path = root / doc
+            markdown = _FENCE.sub("", path.read_text(encoding="utf-8")) if path.is_file() else ""
+            if anchor not in {heading_anchor(h) for h in _HEADING.findall(markdown)}:
+                broken.append(f"{source.relative_to(root)}: {doc}#{anchor}")
+    return broken
+
+
+def test_measured_pointers_in_code_name_an_existing_doc_section():
+    assert broken_measured_pointers() == []
+    assert len(re.findall("measured: docs/", "".join(p.read_text() for p in (ROOT / "seed_tot").rglob("*.py")))) >= 8
+
+
+def test_a_measured_pointer_to_a_missing_section_is_reported(tmp_path):
+    (tmp_path / "seed_tot").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text("# Page\n## What a `wide` forward costs\n```\n# not a heading\n```\n")
+    (tmp_path / "seed_tot" / "x.py").write_text(
+        "# ok (measured: docs/page.md#what-a-wide-forward-costs)\n"
+        "# gone (measured:\n# docs/page.md#not-a-heading)\n"
+        '"""no file (measured: docs/nope.md#page)"""\n'
+    )
+    assert broken_measured_pointers(tmp_path) == ["seed_tot/x.py: docs/page.md#not-a-heading", "seed_tot/x.py: docs/nope.md#page"]
+    assert heading_anchor("The batched executors (seed_tot/scheduling/batched.py)") == "the-batched-executors-seed_totschedulingbatchedpy"
+    assert heading_anchor("Throughput: 12 problems at C = 1, 4, 8, 16") == "throughput-12-problems-at-c--1-4-8-16"

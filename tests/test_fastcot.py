@@ -126,7 +126,7 @@ def test_helpers_and_settings(tiny_pair):
 
 
 def test_choose_cap_picks_smallest_within_loss():
-    from seed_tot.cli.fastcot import choose_cap
+    from seed_tot.fastcot_calibration import choose_cap
 
     report = {"ar": {"accuracy": 0.5}, "fastcot": {"4": {"accuracy": 0.3}, "8": {"accuracy": 0.49}, "16": {"accuracy": 0.5}}}
     assert choose_cap(report, 0.02) == 8
@@ -160,7 +160,7 @@ def test_calibrate_resumes_from_its_records(tmp_path, monkeypatch):
 
     from click.testing import CliRunner
 
-    import seed_tot.cli.fastcot as fastcot_command
+    import seed_tot.fastcot_calibration as calibration
     from seed_tot.cli import main
 
     output = tmp_path / "calibration.json"
@@ -173,7 +173,7 @@ def test_calibrate_resumes_from_its_records(tmp_path, monkeypatch):
     def must_not_run(*_args, **_kwargs):
         raise AssertionError("a recorded problem was recomputed")
 
-    monkeypatch.setattr(fastcot_command, "fastcot_problem_record", must_not_run)
+    monkeypatch.setattr(calibration, "fastcot_problem_record", must_not_run)
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     second = json.loads(output.read_text())

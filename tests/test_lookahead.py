@@ -135,15 +135,11 @@ NGRAM_SAMPLES = 20_000
 
 
 @pytest.fixture(scope="module")
-def ngram_case():
+def ngram_case(small_vocab_pair):
     """The vocab-8 target, the n-gram drafter's first proposal (3 one-hot siblings) and the
     target probabilities that verify it, computed by the real speculative path."""
     from seed_tot.decoding.speculative import target_probs_for_tree
-    from seed_tot.models.tiny import build_tiny_pair
-    from seed_tot.runtime import ModelRunner
-
-    _, model, _ = build_tiny_pair(seed=0, vocab_size=8)
-    target = ModelRunner(model, None, "target-v8")
+    target = small_vocab_pair(seed=0)[1]
     tree = NGramPoolDrafter(8, ngram=3, candidates=3).propose(NGRAM_PROMPT[:-1], NGRAM_PROMPT[-1], 1)
     assert sorted(tree.tokens) == [2, 3, 4]
     cache = target.new_cache()
@@ -199,7 +195,8 @@ def test_real_ngram_decoder_equals_the_replay(ngram_case):
 
 def real_target_cases(dtype: str, max_new_tokens: int):
     """The real default target, and (prompt, AR output, lookahead and Jacobi outputs) on 3 GSM8K prompts."""
-    from seed_tot.cli.fastcot import cot_prompt_ids, gsm8k_problems
+    from seed_tot.cli.fastcot import gsm8k_problems
+    from seed_tot.fastcot_calibration import cot_prompt_ids
     from seed_tot.decoding.jacobi import jacobi_decode
     from seed_tot.models import load_model
 

@@ -8,7 +8,7 @@ from seed_tot.models.tiny import byte_tokenizer
 from seed_tot.reasoning.evaluator import StateEvaluator, read_value
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.seeds import request_seed
+from seed_tot.reasoning.request_seeds import request_seed
 from seed_tot.reasoning.simple_task import SimpleTask, fill, first_number
 from seed_tot.requests import GenerationStats
 from seed_tot.tree import ReasoningTree

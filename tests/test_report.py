@@ -13,7 +13,7 @@ from seed_tot.cli.report import report_run, table
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import write_trace
 from seed_tot.reasoning.simple_task import SimpleTask
-from seed_tot.runs import ProblemRecord, append_record
+from seed_tot.records import ProblemRecord, append_record
 from seed_tot.search import BFS, BFSConfig
 from seed_tot.task import Problem
 from tasks.base import row_id

@@ -16,9 +16,7 @@ from seed_tot.decoding.sampling import sample
 from seed_tot.decoding.speculative import speculative_decode_with
 from seed_tot.decoding.verify import DraftTree, Verdict
 from seed_tot.errors import ConfigError
-from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.requests import GenerationRequest
-from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.batched import BatchedSpeculativeExecutor
 
 PROMPTS = [[1, 5, 2, 1, 5, 7, 1], [3, 3, 4, 3, 3], [2, 6, 2, 6, 2], [7, 1, 7, 1, 0, 7]]
@@ -26,9 +24,8 @@ CONFIG = DecodeConfig(max_new_tokens=16, temperature=1.0, top_p=0.9)
 
 
 @pytest.fixture(scope="module")
-def target8():
-    _, target, _ = build_tiny_pair(seed=3, vocab_size=8)
-    return ModelRunner(target, None, "target8")
+def target8(small_vocab_pair):
+    return small_vocab_pair(seed=3)[1]
 
 
 def requests(count: int) -> list[GenerationRequest]:

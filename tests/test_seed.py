@@ -12,6 +12,7 @@ import time
 import pytest
 import torch
 from scipy.stats import chisquare
+from conftest import SMALL_VOCAB
 from devices import TEST_DEVICE
 from session_helpers import staggered
 
@@ -19,7 +20,6 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.decoding.speculative import next_draft_depth as next_depth
-from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.requests import GenerationRequest
 from seed_tot.runtime import ModelRunner
 import seed_tot.scheduling.seed.verifier as seed_verifier
@@ -227,22 +227,21 @@ def test_adaptive_depth_rule_and_tree_shapes():
 
 # ----------------------------------------------------------------------------- distribution
 
-VOCAB = 8
+VOCAB = SMALL_VOCAB
 PROMPT = [3, 5]
 TOKENS_PER_REQUEST = 500
 
 
 @pytest.fixture(scope="module")
-def small_vocab():
-    draft, target, _ = build_tiny_pair(seed=0, vocab_size=VOCAB)
-    target_runner = ModelRunner(target, None, "tiny-target-v8")
+def small_vocab(small_vocab_pair):
+    draft_runner, target_runner = small_vocab_pair(seed=0)
     ex = SeedExecutor(
         target_runner,
         TinyDraft(seed=0, vocab_size=VOCAB),
         num_workers=2,
         options=SeedOptions(k_config=(2, 2, 1), adaptive_k=True, max_depth=MAX_DEPTH),
     )
-    yield target_runner, ModelRunner(draft, None, "tiny-draft-v8"), ex
+    yield target_runner, draft_runner, ex
     ex.close()
 
 

@@ -24,16 +24,16 @@ import seed_tot.scheduling.seed.verifier as seed_verifier
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.decoding.verify import DraftTree
-from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime import ModelRunner
 from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
 from seed_tot.scheduling.worker import TinyDraft
+from conftest import SMALL_VOCAB
 from test_distribution import always_accept, resample_from_p
 
 pytestmark = pytest.mark.slow  # thousands of SEED requests
 
-VOCAB = 8
+VOCAB = SMALL_VOCAB
 NOISE = 0.1  # total variation between draft and target ~0.3 at T=1 (see test_distribution.py)
 PROMPT = [1, 2, 3, 1, 2]
 TESTED = 3  # tokens whose joint is tested
@@ -42,9 +42,8 @@ PASS, FAIL = 1e-3, 1e-6
 
 
 @pytest.fixture(scope="module")
-def target() -> ModelRunner:
-    _, model, _ = build_tiny_pair(seed=0, vocab_size=VOCAB, noise=NOISE)
-    return ModelRunner(model, None, "target-v8")
+def target(small_vocab_pair) -> ModelRunner:
+    return small_vocab_pair(seed=0, noise=NOISE)[1]
 
 
 @pytest.fixture(scope="module")

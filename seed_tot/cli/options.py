@@ -6,9 +6,10 @@ import click
 
 from seed_tot.scheduling.factory import METHODS
 
-# The default is the in-process batched-lookup: on a quiet 2-core CPU it answered the first GSM8K
-# problem 3.3x sooner than llama.cpp's server (docs/engines.md). "auto" (opt-in) picks llama-cpp on
-# a machine without a GPU for a GGUF target, which measured faster only on a heavily loaded machine.
+# The default is the in-process batched-lookup: on a quiet CPU it answered the first GSM8K problem
+# sooner than llama.cpp's server (measured: docs/engines.md#the-first-gsm8k-problem-end-to-end-on-a-quiet-machine).
+# "auto" (opt-in) picks llama-cpp on a machine without a GPU for a GGUF target, which was faster
+# only on a heavily loaded machine.
 DEFAULT_METHOD = "batched-lookup"
 IN_PROCESS_DEFAULT_METHOD = "batched-lookup"
 

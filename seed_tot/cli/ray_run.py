@@ -14,12 +14,13 @@ from seed_tot.cli.task_run import (
     TaskRunOptions,
     executor_spec,
     keep_problem,
+    note_interrupt,
     plan_run,
     print_run_totals,
     print_summary,
     problem_extra,
 )
-from seed_tot.runs import append_failure, load_records
+from seed_tot.records import append_failure
 
 
 def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
@@ -59,11 +60,10 @@ def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
                 finished += 1
             problem_bar.update(1)
     except KeyboardInterrupt:
-        interrupted = True
-        click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
+        interrupted = note_interrupt()
     finally:
         problem_bar.close()
-    print_summary(load_records(out / "results.jsonl"), out)
+    print_summary(out)
     loaded = [info for info in actors if not info.get("error")]
     ray_totals = {"ray": {"address": opts.ray_address or "default", "actors": len(loaded), "failed_problems": failed,
                           "actor_peak_rss_mib_at_load": [info["peak_rss_mib"] for info in loaded]}}

@@ -9,7 +9,6 @@ answers. A bundled problem with the same id that disagrees with the trace stops 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import click
 
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import Trace, jsonable, load_trace, tree_from_trace
+from seed_tot.records import read_json_lines
 from seed_tot.requests import GenerationResult, GenerationStats
 from seed_tot.search.answers import is_chain_of_thought, select_answer
 from seed_tot.search.base import add_cot_node
@@ -40,10 +40,6 @@ class ProblemReport:
     recorded_answer: str | None
     tree_tokens: int
     sample_tokens: int
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def trace_of(run: Path, row: dict) -> Trace:
@@ -129,14 +125,14 @@ def report_run(run: Path, tasks_by_name) -> list[ProblemReport]:
     results = run / "results.jsonl"
     if not results.is_file():
         raise SeedTotError(f"{run} holds no results.jsonl: give the --out folder of a task run.")
-    traces = [trace_of(run, row) for row in read_jsonl(results)]
+    traces = [trace_of(run, row) for row in read_json_lines(results)]
     names = {trace.task for trace in traces}
     if len(names) != 1:
         raise SeedTotError(f"{run} mixes traces of tasks {sorted(names)}: report one task's run at a time.")
     task = tasks_by_name(names.pop())
     bundled = {p.id: p for p in task.load()}
     samples_path = run / "cot_samples.jsonl"
-    samples = {row["problem_id"]: row for row in read_jsonl(samples_path)} if samples_path.is_file() else {}
+    samples = {row["problem_id"]: row for row in read_json_lines(samples_path)}
     return [
         report_problem(task, problem_of(trace, bundled), trace,
                        sample_results(samples[trace.problem_id]) if trace.problem_id in samples else [])
@@ -146,8 +142,7 @@ def report_run(run: Path, tasks_by_name) -> list[ProblemReport]:
 
 def run_wall_per_problem(run: Path) -> str:
     """Wall seconds per problem from the runs' own clocks (RUN/runs.jsonl), '-' without them."""
-    path = run / "runs.jsonl"
-    runs = read_jsonl(path) if path.is_file() else []
+    runs = read_json_lines(run / "runs.jsonl")
     problems = sum(r["problems"] for r in runs)
     return f"{sum(r['wall_seconds'] for r in runs) / problems:.0f}" if problems else "-"
 

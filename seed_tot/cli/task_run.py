@@ -14,15 +14,15 @@ from tqdm import tqdm
 
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.requests import GenerationRequest
-from seed_tot.runs import (
+from seed_tot.records import (
     ProblemRecord,
+    append_json_lines,
     append_record,
     finished_ids,
     load_records,
-    select_problems,
     summarize,
 )
+from seed_tot.reasoning.judge import judge_answer
 from seed_tot.scheduling.progress import ProgressExecutor
 
 
@@ -213,23 +213,10 @@ def open_engine(opts: TaskRunOptions):
     return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
 
 
-def judge(task, executor, formatter, passage: str, seed: int) -> dict:
-    """Creative Writing's 1-10 coherency judge, run by the target through the same executor."""
-    if not hasattr(task, "judge_prompt") or not passage:
-        return {}
-    request = GenerationRequest(
-        prompt_ids=formatter.encode(task.judge_prompt(passage)),
-        config=DecodeConfig(max_new_tokens=128, temperature=0.0),
-        seed=seed,
-        request_id="judge",
-    )
-    reply = executor.run([request])[0]
-    return {"coherency": task.parse_judge(reply.text), "coherency_reply": reply.text}
-
-
 def problem_extra(task_name: str, seed: int, task, executor, formatter, result) -> dict:
-    """The record's task-specific extras, computed where the executor is: the judge's score, the answers voted on."""
-    extra = judge(task, executor, formatter, result.answer or "", seed) if task_name == "creative_writing" else {}
+    """The record's task-specific extras, computed where the executor is: the task's judge of the
+    answer (if it has one), the answers voted on."""
+    extra = judge_answer(task, executor, formatter, result.answer or "", seed)
     if result.selection is not None:
         extra["cot_answer"] = result.selection.cot_answer
         extra["search_answer"] = result.selection.search_answer
@@ -274,8 +261,15 @@ def _record(task_name, opts, result, trace_path, extra) -> ProblemRecord:
     )
 
 
-def print_summary(records: list[ProblemRecord], out: Path) -> None:
-    s = summarize(records)
+def note_interrupt() -> bool:
+    """Say what Ctrl-C during a run keeps (every finished problem is already on disk)."""
+    click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
+    return True
+
+
+def print_summary(out: Path) -> None:
+    """Accuracy, tokens and acceptance over every problem recorded in OUT/results.jsonl."""
+    s = summarize(load_records(out / "results.jsonl"))
     if not s["problems"]:
         click.echo("no problem finished")
         return
@@ -298,9 +292,7 @@ def print_run_totals(
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
     appended to OUT/runs.jsonl."""
-    import json
-
-    from seed_tot.bench import peak_rss_mib
+    from seed_tot.records import peak_rss_mib
 
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
     tokens = sum(r.new_tokens for r in records)
@@ -316,8 +308,23 @@ def print_run_totals(
     }
     click.echo(f"speed: {totals['tokens_per_second']} tokens/s over the run ({tokens} tokens, {todo_done} problems "
                f"in {seconds:.1f} s of wall time), peak RSS {totals['peak_rss_mib']} MiB")
-    with open(out / "runs.jsonl", "a") as handle:
-        handle.write(json.dumps(totals) + "\n")
+    append_json_lines(out / "runs.jsonl", [totals])
+
+
+def select_problems(problems: list, start: int = 0, limit: int | None = None, ids: tuple[str, ...] = ()) -> list:
+    """Problems by explicit ids (in the given order), else the slice [start, start + limit)."""
+    if ids:
+        by_id = {p.id: p for p in problems}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise SeedTotError(
+                f"Unknown problem id(s) {', '.join(missing[:5])}: ids run from {problems[0].id} to {problems[-1].id}."
+            )
+        return [by_id[i] for i in ids]
+    if start < 0 or start >= len(problems):
+        raise SeedTotError(f"--start {start} is outside the data set of {len(problems)} problems.")
+    end = len(problems) if limit is None else start + limit
+    return problems[start:end]
 
 
 class RunPlan(NamedTuple):
@@ -417,13 +424,12 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
             keep_problem(task_name, opts, out, result, trace, extra, run_started)
             problem_bar.update(1)
     except KeyboardInterrupt:
-        interrupted = True
-        click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
+        interrupted = note_interrupt()
     finally:
         batch_bar.close()
         problem_bar.close()
         executor.close()
-    print_summary(load_records(out / "results.jsonl"), out)
+    print_summary(out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
                      work=work.as_dict() if work is not None else None, packed_layers=packed_layers,

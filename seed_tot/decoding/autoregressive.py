@@ -10,7 +10,8 @@ import torch
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.sampling import probabilities, sample
-from seed_tot.decoding.speculative import check_prompt, stop_criteria
+from seed_tot.decoding.speculative import check_prompt
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.requests import GenerationStats
 from seed_tot.runtime import ModelRunner
 
@@ -29,22 +30,16 @@ def autoregressive_decode(
     started = time.perf_counter()
     prompt = check_prompt(prompt_ids)
     generator = torch.Generator().manual_seed(seed)
-    stop = stop_criteria(target, config)
+    sink = TokenSink.of(target, config)
     forwards_before = target.forward_count
 
     logits, cache = target.prefill(prompt)
-    generated: list[int] = []
-    while True:
-        generated.append(next_token(logits, config, generator))
-        stopped = stop.first_stop(generated, len(generated) - 1)
-        if stopped is not None:
-            reason = stopped[1]
-            break
-        logits = target.forward(torch.tensor([[generated[-1]]]), cache)[0, -1]
+    while not sink.extend([next_token(logits, config, generator)]):
+        logits = target.forward(torch.tensor([[sink.token_ids[-1]]]), cache)[0, -1]
 
     stats = GenerationStats(
-        new_tokens=len(generated),
+        new_tokens=len(sink.token_ids),
         target_forwards=target.forward_count - forwards_before,
         wall_seconds=time.perf_counter() - started,
     )
-    return DecodeOutput(generated, reason, stats)
+    return DecodeOutput(sink.token_ids, sink.finish_reason, stats)

@@ -24,7 +24,6 @@ import torch
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.jacobi import (
-    TokenSink,
     initial_guesses,
     jacobi_step,
     refill,
@@ -32,7 +31,8 @@ from seed_tot.decoding.jacobi import (
     start_pending,
 )
 from seed_tot.decoding.output import DecodeOutput
-from seed_tot.decoding.speculative import check_prompt, stop_criteria
+from seed_tot.decoding.speculative import check_prompt
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.errors import ConfigError
 from seed_tot.requests import FinishReason, GenerationStats
 from seed_tot.runtime import KVCache, ModelRunner, fork_cache, rollback
@@ -85,7 +85,7 @@ def jacobi_iterations(
     The guess buffer starts with `init_ids` cycled (the paper initialises it with the question);
     after each iteration the outputs past the exact ones become the next guesses.
     """
-    sink = TokenSink(stop_criteria(target, config))
+    sink = TokenSink.of(target, config)
     cache, pending = start_pending(target, prompt_ids)
     buffer = initial_guesses(init_ids, 2 * window)
     unused = torch.Generator()  # FastCoT is greedy: verify_guesses draws nothing
@@ -191,7 +191,7 @@ def fastcot_decode(
         if state.iteration >= max_iterations:
             stopped_by = "cap"
             break
-    rationale = [t for t in state.rationale if t not in target.eos_token_ids]
+    rationale = without_eos(state.rationale, target.eos_token_ids)
     if stopped_by == "converged" and attempts[-1][1] != "length":
         answer, reason = attempts[-1]  # the same greedy answer a fresh generation would give
     else:
@@ -201,6 +201,19 @@ def fastcot_decode(
     stats.new_tokens = len(rationale) + len(state.approximate) + len(answer)
     stats.target_forwards = target.forward_count - forwards_before
     stats.wall_seconds = time.perf_counter() - started
+    return fastcot_output(state, rationale, trigger_ids, answer, reason, stats, stopped_by, [ids for ids, _ in attempts])
+
+
+def without_eos(rationale: list[int], eos_token_ids: frozenset[int]) -> list[int]:
+    """The rationale the answer follows: an EOS that ended it is not part of the text."""
+    return [t for t in rationale if t not in eos_token_ids]
+
+
+def fastcot_output(
+    state: JacobiState, rationale: list[int], trigger_ids: list[int], answer: list[int], reason: FinishReason,
+    stats: GenerationStats, stopped_by: str, answer_attempts: list[list[int]] | None = None,
+) -> FastCoTOutput:
+    """The exact rationale, the window's approximate tokens, the trigger and the answer, in order."""
     return FastCoTOutput(
         token_ids=rationale + state.approximate + trigger_ids + answer,
         finish_reason=reason,
@@ -211,7 +224,7 @@ def fastcot_decode(
         answer_ids=answer,
         iterations=state.iteration,
         stopped_by=stopped_by,
-        answer_attempts=[ids for ids, _ in attempts],
+        answer_attempts=answer_attempts or [],
     )
 
 
@@ -256,7 +269,7 @@ def fastcot_at_caps(
         while pending_caps and (state.ended is not None or state.iteration >= pending_caps[0]):
             cap = pending_caps.pop(0)
             answer_started, answer_forwards_before = time.perf_counter(), target.forward_count
-            rationale = [t for t in state.rationale if t not in target.eos_token_ids]
+            rationale = without_eos(state.rationale, target.eos_token_ids)
             answer, reason = generate_answer(
                 target, state.cache, prompt_ids, rationale, state.approximate, trigger_ids, max_answer_tokens
             )
@@ -271,17 +284,7 @@ def fastcot_at_caps(
                 target_forwards=iteration_forwards + answer_forwards,
                 wall_seconds=iteration_seconds + answer_seconds,
             )
-            output = FastCoTOutput(
-                token_ids=rationale + state.approximate + trigger_ids + answer,
-                finish_reason=reason,
-                stats=cap_stats,
-                exact_ids=rationale,
-                approximate_ids=state.approximate,
-                trigger_ids=trigger_ids,
-                answer_ids=answer,
-                iterations=state.iteration,
-                stopped_by=state.ended or "cap",
-            )
+            output = fastcot_output(state, rationale, trigger_ids, answer, reason, cap_stats, state.ended or "cap")
             results.append(CapResult(cap, output, cap_stats.wall_seconds))
         if not pending_caps:
             break

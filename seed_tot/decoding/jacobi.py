@@ -8,23 +8,24 @@ cache, the rest is rolled back, and the argmax outputs after them become the nex
 Jacobi update). Output is token-identical to autoregressive decoding with the same seed,
 greedy or sampled.
 
-The helpers at the top (greedy-only check, the pending-token start, the token sink) are shared
-by lookahead.py and fastcot.py.
+The helpers at the top (greedy-only check, the pending-token start) are shared by lookahead.py
+and fastcot.py.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from seed_tot.config import DecodeConfig
-from seed_tot.decoding.output import DecodeOutput, StopCriteria
-from seed_tot.decoding.speculative import check_prompt, stop_criteria
+from seed_tot.decoding.output import DecodeOutput
+from seed_tot.decoding.speculative import check_prompt
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.decoding.verify import verify_guesses
 from seed_tot.errors import ConfigError
-from seed_tot.requests import FinishReason, GenerationStats
+from seed_tot.requests import GenerationStats
 from seed_tot.runtime import KVCache, ModelRunner, cache_length, rollback
 
 
@@ -42,29 +43,6 @@ def start_pending(target: ModelRunner, prompt_ids: list[int]) -> tuple[KVCache, 
     if len(prompt_ids) > 1:
         target.forward(torch.tensor([prompt_ids[:-1]], dtype=torch.long), cache, logits_to_keep=1)
     return cache, prompt_ids[-1]
-
-
-@dataclass
-class TokenSink:
-    """Collects accepted tokens and applies the stop rule token by token."""
-
-    stop: StopCriteria
-    token_ids: list[int] = field(default_factory=list)
-    finish_reason: FinishReason | None = None
-
-    def extend(self, accepted: list[int]) -> bool:
-        """Append accepted tokens, cut at the first stop; True once generation is finished."""
-        start = len(self.token_ids)
-        self.token_ids.extend(accepted)
-        hit = self.stop.first_stop(self.token_ids, start)
-        if hit is not None:
-            keep, self.finish_reason = hit
-            del self.token_ids[keep:]
-        return self.finish_reason is not None
-
-    @property
-    def remaining(self) -> int:
-        return self.stop.max_new_tokens - len(self.token_ids)
 
 
 def initial_guesses(prompt_ids: list[int], length: int) -> list[int]:
@@ -115,7 +93,7 @@ def jacobi_decode(
         raise ConfigError(f"Jacobi block size {block_size} is too small: use 1 or more tokens.")
     started, forwards_before = time.perf_counter(), target.forward_count
     stats = GenerationStats()
-    sink = TokenSink(stop_criteria(target, config))
+    sink = TokenSink.of(target, config)
     generator = torch.Generator().manual_seed(seed)
     cache, pending = start_pending(target, prompt_ids)
     guesses = initial_guesses(prompt_ids, block_size - 1)

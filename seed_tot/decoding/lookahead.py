@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 import torch
 
 from seed_tot.config import DecodeConfig
-from seed_tot.decoding.jacobi import TokenSink, start_pending
+from seed_tot.decoding.jacobi import start_pending
 from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.sampling import one_hot
-from seed_tot.decoding.speculative import check_prompt, stop_criteria
+from seed_tot.decoding.speculative import check_prompt
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.decoding.verify import DraftTree, verify_guesses
 from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationStats
@@ -195,7 +196,7 @@ def lookahead_decode(
         )
     started, forwards_before = time.perf_counter(), target.forward_count
     stats = GenerationStats()
-    sink = TokenSink(stop_criteria(target, config))
+    sink = TokenSink.of(target, config)
     pool = NGramPool(ngram, pool_per_key)
     if seed_pool_from_prompt:
         pool.add_sequence(prompt_ids)

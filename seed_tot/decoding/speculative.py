@@ -23,8 +23,9 @@ from typing import Protocol
 import torch
 
 from seed_tot.config import DecodeConfig
-from seed_tot.decoding.output import DecodeOutput, StopCriteria
+from seed_tot.decoding.output import DecodeOutput
 from seed_tot.decoding.sampling import one_hot, probabilities
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.decoding.verify import DraftTree, Verdict, verify_tree
 from seed_tot.errors import SeedTotError
 from seed_tot.requests import GenerationStats
@@ -174,15 +175,6 @@ def next_draft_depth(depth: int, drafted: int, accepted: int, max_depth: int) ->
     return depth
 
 
-def stop_criteria(target: ModelRunner, config: DecodeConfig) -> StopCriteria:
-    return StopCriteria(
-        max_new_tokens=config.max_new_tokens,
-        eos_token_ids=frozenset() if config.ignore_eos else target.eos_token_ids,
-        stop_strings=tuple(config.stop),
-        decode=target.decode,
-    )
-
-
 def check_prompt(prompt_ids: Sequence[int]) -> list[int]:
     if len(prompt_ids) == 0:
         raise SeedTotError("The prompt is empty: give at least one prompt token.")
@@ -205,7 +197,7 @@ def speculative_decode_with(
     started = time.perf_counter()
     prompt = check_prompt(prompt_ids)
     generator = generator if generator is not None else torch.Generator().manual_seed(seed)
-    stop = stop_criteria(target, config)
+    sink = TokenSink.of(target, config)
     stats = GenerationStats()
     forwards_before, draft_forwards_before = target.forward_count, drafter.forwards
 
@@ -213,11 +205,9 @@ def speculative_decode_with(
     context, pending = prompt[:-1], prompt[-1]
     if context:
         target.forward(torch.tensor([context]), cache, logits_to_keep=1)
-    generated: list[int] = []
     while True:
         # A round emits accepted tokens + one more; deeper drafts than the remaining budget are wasted.
-        remaining = config.max_new_tokens - len(generated)
-        tree = drafter.propose(context, pending, max_depth=remaining)
+        tree = drafter.propose(context, pending, max_depth=sink.remaining)
         probs = target_probs_for_tree(target, cache, pending, tree, config.temperature, config.top_p)
         verdict = verify_tree(tree, probs, generator)
         commit_target(cache, len(context), tree, verdict.accepted_nodes)
@@ -227,19 +217,14 @@ def speculative_decode_with(
 
         context = context + [pending] + verdict.accepted_tokens
         pending = verdict.next_token
-        start = len(generated)
-        generated += verdict.accepted_tokens + [verdict.next_token]
-        stopped = stop.first_stop(generated, start)
-        if stopped is not None:
-            keep, reason = stopped
-            generated = generated[:keep]
+        if sink.extend(verdict.accepted_tokens + [verdict.next_token]):
             break
 
-    stats.new_tokens = len(generated)
+    stats.new_tokens = len(sink.token_ids)
     stats.target_forwards = target.forward_count - forwards_before
     stats.draft_forwards = drafter.forwards - draft_forwards_before
     stats.wall_seconds = time.perf_counter() - started
-    return DecodeOutput(generated, reason, stats)
+    return DecodeOutput(sink.token_ids, sink.finish_reason, stats)
 
 
 __all__ = [

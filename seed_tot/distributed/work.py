@@ -4,7 +4,6 @@ and hand back each finished one with its trace. Nothing here writes files: the d
 from __future__ import annotations
 
 import os
-import resource
 import socket
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
@@ -13,6 +12,7 @@ from seed_tot.api import to_trace
 from seed_tot.distributed.spec import ExecutorSpec, model_names, trace_settings
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import Trace
+from seed_tot.records import peak_rss_mib
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.requests import Executor
 from seed_tot.search import SearchConfig, search_class
@@ -76,9 +76,8 @@ class ProblemSolver:
 
     def info(self) -> dict[str, Any]:
         """Where this solver runs and what it loaded."""
-        peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports kilobytes
         return {"worker": worker_name(), "models": self.models, "dtype": self.settings["dtype"],
-                "packed_layers": self.target.packed_layers, "peak_rss_mib": round(peak_rss_mib)}
+                "packed_layers": self.target.packed_layers, "peak_rss_mib": round(peak_rss_mib())}
 
     def solve(self, problems: Iterable[Problem], concurrency: int = 1, continuous: bool = True) -> Iterator[Finished]:
         """Search `problems`, up to `concurrency` at once; yield each as soon as it ends."""

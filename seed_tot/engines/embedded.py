@@ -7,6 +7,7 @@ closes the pipe too, so no server outlives the run.
 
 from __future__ import annotations
 
+import importlib
 import os
 import select
 import socket
@@ -35,8 +36,8 @@ class LlamaServerSettings:
 
 def default_threads() -> int | None:
     """1 thread when other work already holds the cores (1-minute load average above the core
-    count): llama.cpp's threads wait for each other at every operation, and on the shared 2-core
-    machine 1 thread ran 3.8-4.4x faster than 2 (docs/results/engines/llama_threads.json).
+    count): llama.cpp's threads wait for each other at every operation, so on a busy machine 1
+    thread runs faster than 2 (measured: docs/engines.md#options-of-the-engine-methods).
     Otherwise None: llama.cpp's own choice (all cores)."""
     cores = os.cpu_count() or 1
     return 1 if os.getloadavg()[0] > cores else None
@@ -50,7 +51,7 @@ def free_port() -> int:
 
 def check_installed() -> None:
     try:
-        import xllamacpp  # noqa: F401
+        importlib.import_module("xllamacpp")
     except ImportError:
         raise EngineError(
             "llama.cpp is not installed: run `pip install xllamacpp==2026.10.11549` (or reinstall seed-tot), "

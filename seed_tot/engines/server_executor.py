@@ -14,7 +14,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Callable
 
-from seed_tot.decoding.output import StopCriteria
+from seed_tot.decoding.token_sink import TokenSink, stop_rule
 from seed_tot.engines import llama_api, openai_api
 from seed_tot.engines.connect import ServerInfo
 from seed_tot.engines.http import Refused, Unreachable, call_json
@@ -127,18 +127,10 @@ class ServerExecutor:
     def _apply_stop_rule(self, request: GenerationRequest, tokens: list[int], reason: str) -> tuple[list[int], str]:
         """Cut where the project's own decoders stop (right after the token that completes a stop
         string or is EOS), so results mean the same whichever engine made them."""
-        config = request.config
-        rule = StopCriteria(
-            max_new_tokens=config.max_new_tokens,
-            eos_token_ids=frozenset() if config.ignore_eos else self.eos_token_ids,
-            stop_strings=tuple(config.stop),
-            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
-        )
-        stopped = rule.first_stop(tokens)
-        if stopped is None:
-            return tokens, reason
-        keep, rule_reason = stopped
-        return tokens[:keep], rule_reason
+        sink = TokenSink(stop_rule(request.config, self.eos_token_ids,
+                                   lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)))
+        sink.extend(tokens)
+        return sink.token_ids, sink.finish_reason or reason
 
 
 def _eos_ids(tokenizer) -> frozenset[int]:

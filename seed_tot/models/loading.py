@@ -57,8 +57,8 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device, name: str = ""
     native float16 arithmetic, else bfloat16 where it has native bfloat16, else float32; tiny
     models use float32.
 
-    float16 before bfloat16 on a CPU with both, because measured here it is both faster at the
-    batch widths many trees run at and closer to float32 (docs/results/dtype_fidelity.json);
+    float16 before bfloat16 on a CPU with both, because it is both faster at the batch widths many
+    trees run at and closer to float32 (measured: docs/models.md#float16-on-a-cpu-with-avx-512-fp16);
     ModelRunner refuses a float16 forward that overflows.
     """
     if isinstance(dtype, torch.dtype):
@@ -77,8 +77,8 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device, name: str = ""
 def resolve_draft_dtype(dtype: str | torch.dtype, target_dtype: torch.dtype, device: torch.device) -> torch.dtype:
     """The dtype a draft model computes in. 'auto': the target's, except that a float16 target on
     a CPU where packed bfloat16 products work gets a bfloat16 draft. A draft runs narrow forwards
-    (one row per SEED worker, a few per batch), and there packed bfloat16 measured 1.35-1.6x faster
-    than float16 for the 0.5B draft here (1-4 rows). The draft's dtype can change how many of its
+    (one row per SEED worker, a few per batch), where packed bfloat16 is faster than float16
+    (measured: docs/models.md#a-bfloat16-draft-beside-a-float16-target). The draft's dtype can change how many of its
     tokens the target accepts, never the output: the target verifies every token."""
     if dtype != "auto":
         return resolve_dtype(dtype, device)

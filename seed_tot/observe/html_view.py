@@ -18,6 +18,7 @@ from typing import Any
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import StatsRecord, Trace, load_trace
 from seed_tot.observe.trace_view import TaskLookup, node_answers
+from seed_tot.records import read_json_lines
 from seed_tot.scheduling.events import TARGET, Event, intervals
 
 _DATA_MARK = "/*SEED_TOT_DATA*/"
@@ -162,19 +163,6 @@ def trace_page_data(trace: Trace, task_named: TaskLookup | None = None) -> dict[
     }
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    rows = []
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line from a crash
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
-
-
 def _settings(trace: Trace) -> dict[str, Any]:
     """The run's settings as flat 'name: value' pairs (search config first)."""
     flat: dict[str, Any] = {"task": trace.task, "search": trace.search, "executor": trace.executor}
@@ -202,7 +190,7 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
         except SeedTotError:
             continue  # not a trace (bench results, configs): skipped
         traces[trace.problem_id] = trace
-    results = _read_jsonl(root / "results.jsonl")
+    results = read_json_lines(root / "results.jsonl")
     if not traces and not results:
         raise SeedTotError(
             f"{str(root)!r} holds no results.jsonl and no trace files: pass a run directory written by a task run."
@@ -237,7 +225,7 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
         "correct": sum(1 for row in judged if row["correct"]),
         "judged": len(judged),
         "settings": _settings(first) if first else {},
-        "runs": _read_jsonl(root / "runs.jsonl"),
+        "runs": read_json_lines(root / "runs.jsonl"),
         "traces": {problem_id: trace_page_data(trace, task_named) for problem_id, trace in traces.items()},
     }
 

@@ -7,9 +7,9 @@ half-written trace. `tree_from_trace` rebuilds the ReasoningTree from a loaded t
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from seed_tot.errors import SeedTotError
 from seed_tot.metrics import BatchRecord, RunMetrics
+from seed_tot.records import write_text_atomically
 from seed_tot.requests import GenerationStats
 from seed_tot.search.base import SearchResult
 from seed_tot.tree import NodeKind, ReasoningTree, ThoughtNode
@@ -62,6 +63,22 @@ class NodeRecord(_Record):
     evaluation: StatsRecord | None  # the value request that rated it
     seeds: dict[str, int]
     info: dict[str, Any]  # search-specific: BFS step/selected, MCTS visits/return_sum, finish_reason
+
+    # A record holds a ThoughtNode's fields under the same names; only the stats change type.
+    @classmethod
+    def of(cls, node: ThoughtNode) -> "NodeRecord":
+        stats = {"generation": StatsRecord.of(node.generation), "evaluation": StatsRecord.of(node.evaluation)}
+        return cls(**_shallow_copies(node, cls.model_fields) | stats)
+
+    def to_node(self) -> ThoughtNode:
+        stats = {name: record.to_stats() if record else None
+                 for name, record in (("generation", self.generation), ("evaluation", self.evaluation))}
+        return ThoughtNode(**_shallow_copies(self, type(self).model_fields) | stats)
+
+
+def _shallow_copies(source: Any, names) -> dict[str, Any]:
+    """source's attributes `names`, lists and dicts copied (the copy must not share them)."""
+    return {name: copy.copy(getattr(source, name)) for name in names}
 
 
 class EdgeRecord(_Record):
@@ -131,24 +148,6 @@ class Trace(_Record):
     data_file: dict[str, str] | None = None
 
 
-def _node_record(node: ThoughtNode) -> NodeRecord:
-    return NodeRecord(
-        id=node.id,
-        parent=node.parent,
-        depth=node.depth,
-        kind=node.kind,
-        state=node.state,
-        thought=node.thought,
-        value=node.value,
-        value_parsed=node.value_parsed,
-        raw_values=list(node.raw_values),
-        generation=StatsRecord.of(node.generation),
-        evaluation=StatsRecord.of(node.evaluation),
-        seeds=dict(node.seeds),
-        info=dict(node.info),
-    )
-
-
 def _batch_record(batch: BatchRecord) -> BatchTraceRecord:
     return BatchTraceRecord(
         role=batch.role,
@@ -185,7 +184,7 @@ def build_trace(
         question=result.problem.question,
         config=jsonable(config),
         models=dict(models or {}),
-        nodes=[_node_record(node) for node in result.tree.nodes()],
+        nodes=[NodeRecord.of(node) for node in result.tree.nodes()],
         edges=[EdgeRecord(source=s, target=t) for s, t in result.tree.edges()],
         chosen_path=list(result.chosen_path),
         final_answer=result.answer,
@@ -202,19 +201,7 @@ def build_trace(
 
 def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
     """Write `trace` as indented JSON, atomically; return the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(trace.model_dump_json(indent=2))
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return target
+    return write_text_atomically(path, trace.model_dump_json(indent=2))
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
@@ -253,21 +240,5 @@ def tree_from_trace(trace: Trace) -> ReasoningTree:
     """Rebuild the ReasoningTree a trace was written from (parents before children)."""
     tree = ReasoningTree()
     for record in sorted(trace.nodes, key=lambda r: (r.depth, r.id)):
-        tree.insert(
-            ThoughtNode(
-                id=record.id,
-                parent=record.parent,
-                depth=record.depth,
-                kind=record.kind,
-                state=record.state,
-                thought=record.thought,
-                value=record.value,
-                raw_values=list(record.raw_values),
-                value_parsed=record.value_parsed,
-                generation=record.generation.to_stats() if record.generation else None,
-                evaluation=record.evaluation.to_stats() if record.evaluation else None,
-                seeds=dict(record.seeds),
-                info=dict(record.info),
-            )
-        )
+        tree.insert(record.to_node())
     return tree

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from seed_tot.observe.trace import Trace
 from seed_tot.task import Problem, Task
 
-TaskLookup = Callable[[str], "Task | None"]  # a task by its name (None: unknown)
+TaskLookup = Callable[[str], Task | None]  # a task by its name (None: unknown)
 
 
 def _short(text: str, width: int) -> str:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.seeds import search_request
+from seed_tot.reasoning.request_seeds import search_request
 from seed_tot.requests import GenerationRequest, GenerationResult, GenerationStats
 from seed_tot.task import Problem, Task
 

@@ -17,8 +17,8 @@ KVCache = DynamicCache
 
 class SpareCapacityLayer(DynamicLayer):
     """A DynamicLayer that appends into spare capacity instead of concatenating the whole layer
-    anew on every forward (DynamicLayer's torch.cat copies every position each step; dropping it
-    made a 32-row decode step at 1,000 positions 1.09x faster, scripts/bench_kv_append.py).
+    anew on every forward (DynamicLayer's torch.cat copies every position each step; measured:
+    docs/executors.md#the-batched-executors-seed_totschedulingbatchedpy).
 
     Writes go in place only into a buffer this layer allocated, after the view it last returned;
     any other tensor put in `keys` (crop, select, gather) is adopted as is and copied into a new

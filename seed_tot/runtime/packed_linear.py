@@ -1,11 +1,9 @@
 """Linear layers with their weights reordered once into oneDNN's blocked layout (CPU, bfloat16).
 
-Measured here, a plain bfloat16 `F.linear` of a decode step's few rows is far slower than the
-same product on a weight reordered once (likely a reorder per call). Reordering at load made a
-bfloat16 decode step of the 1.5B target 1.38x faster at 1 row, 1.26x at 8-16 rows and 1.04x at
-64; prefill 1.02-1.06x (`python scripts/bench_step_cost.py bfloat16 --compare-packing`). float16
-is left plain: packed, it measured 0.86-0.92x at 1 row and within noise elsewhere. Every
-executor shares the one packed model, so all of them decode the same model; the lossless
+A plain bfloat16 `F.linear` of a decode step's few rows is far slower than the same product on a
+weight reordered once (likely a reorder per call), so reordering at load makes a bfloat16 decode
+step faster, most at narrow widths; float16 is left plain, where packing gained nothing
+(measured: docs/models.md#bfloat16-linear-layers-packed-once-at-load). Every executor shares the one packed model, so all of them decode the same model; the lossless
 (greedy = AR) tests run in float32, where nothing is packed, and tests/test_packed_linear.py
 checks that a packed layer computes the plain layer's product.
 """
@@ -19,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 PACKABLE_DTYPES = (torch.bfloat16,)
-_BATCH_HINT = 32  # oneDNN picks its blocking for this many rows; 8-256 measured alike here
+_BATCH_HINT = 32  # the row count oneDNN lays the packed weight out for (a wide decode step)
 _ENV_SWITCH = "SEED_TOT_PACK_WEIGHTS"  # "0" turns packing off (an A/B benchmark's other arm)
 
 

@@ -1,8 +1,8 @@
 """Subnormal floats flushed to zero on the CPU, in every thread that computes.
 
 A model whose activations reach the subnormal range (below ~1.2e-38 in float32) otherwise runs
-each such product through the CPU's slow microcode path: tens of times slower (measured in
-tests/test_subnormals.py). torch.set_flush_denormal changes only the calling thread's mode, and
+each such product through the CPU's slow microcode path, many times slower (measured:
+docs/models.md#subnormal-floats-and-models-of-other-families). torch.set_flush_denormal changes only the calling thread's mode, and
 a thread inherits the mode of the thread that starts it, so the mode is set when seed_tot.runtime
 is imported, before torch starts its worker threads, and checked in all of them.
 """

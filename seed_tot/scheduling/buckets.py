@@ -10,8 +10,8 @@ Rows with nothing to compute need no forward.
 
 from __future__ import annotations
 
-# What a forward costs beyond its token slots, in slots: measured on the 2-core CPU (bfloat16,
-# 1.5B target) as ~190 ms per forward + ~20 ms per slot (docs/many_problems.md, "What a wide forward costs").
+# What a forward costs beyond its token slots, in slots: a forward's fixed cost over the cost of
+# one slot (measured: docs/many_problems.md#what-a-wide-forward-costs).
 FORWARD_OVERHEAD_SLOTS = 10
 
 

@@ -50,20 +50,19 @@ ENGINE_METHODS = {"llama-cpp", "server"}
 # Problems searched at once on a server: enough requests in flight to fill its slots.
 ENGINE_CONCURRENCY = 4
 NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
-# Draft tokens per batched-lookup step over all rows. Measured here (docs/results/bench_forward_width.json):
-# a 1.5B forward costs ~190 ms + ~20 ms per token slot, so a row's draft token pays only while
-# acceptance beats 20B/(190+20B) for B rows (0.3 at B=4, 0.46 at 8, 0.77 at 32) and lookup drafts
-# are accepted 0.15-0.45 of the time: k=2 up to 4 rows, k=1 up to 8, none beyond.
+# Draft tokens per batched-lookup step over all rows. A drafted token costs a slot of the forward
+# whether accepted or not, so it pays only while its acceptance beats its share of the forward's
+# cost, which falls as rows are added: with lookup's acceptance, k=2 up to 4 rows, k=1 up to 8,
+# none beyond (measured: docs/many_problems.md#what-a-wide-forward-costs).
 LOOKUP_DRAFT_SLOT_BUDGET = 8
 BATCHED_OPTIONS = {"share_prefix", "compact_slack", "prefix_cache_mb"}
 BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
 BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram", "draft_slot_budget"}
 BATCHED_METHODS = {"batched", "batched-sd", "batched-mcsd", "batched-lookup"}
 # Problems searched at once when --concurrency is not given. The batched methods decode every
-# problem's rows in one forward, whose cost per row falls with its width (docs/many_problems.md:
-# on GSM8K 1-12 here, 16 at once gave 2.2-2.6x the tokens/s of 1 in two invocations, 1.26x
-# that of 8, at 8.2 GiB peak RSS); the other methods run requests one after another, so more
-# problems at once would only delay each one's result.
+# problem's rows in one forward, whose cost per row falls with its width (measured:
+# docs/many_problems.md#throughput-12-problems-at-c--1-4-8-16); the other methods run requests
+# one after another, so more problems at once would only delay each one's result.
 BATCHED_CONCURRENCY = 16
 
 DraftArg = ModelRunner | str | Any  # a runner, a model name, or a SEED DraftSource (NamedDraft, TinyDraft)

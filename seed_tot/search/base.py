@@ -22,13 +22,13 @@ from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
 from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.seeds import request_seed, search_request
+from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
 from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.known_states import first_goal, mark_repeats
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.task import Problem, Task
-from seed_tot.tree import ReasoningTree, ThoughtNode, value_key  # noqa: F401 (re-exported)
+from seed_tot.tree import ReasoningTree, ThoughtNode
 
 ROOT_STATE = ""  # tasks keep the question in the problem; the state holds the thoughts so far
 

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from seed_tot.search.base import (
-    Search,
-    SearchConfig,
-    SearchRun,
-    ThoughtNode,
-    expand,
-    value_key,
-)
+from seed_tot.search.base import Search, SearchConfig, SearchRun, expand
 from seed_tot.search.known_states import is_pruned
 from seed_tot.search.steps import Steps
+from seed_tot.tree import ThoughtNode, value_key
 
 
 class BFSConfig(SearchConfig):

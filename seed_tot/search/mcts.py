@@ -14,16 +14,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from seed_tot.search.base import (
-    Search,
-    SearchConfig,
-    SearchRun,
-    ThoughtNode,
-    expand,
-    value_key,
-)
+from seed_tot.search.base import Search, SearchConfig, SearchRun, expand
 from seed_tot.search.known_states import is_pruned
 from seed_tot.search.steps import Steps
+from seed_tot.tree import ThoughtNode, value_key
 
 
 class MCTSConfig(SearchConfig):

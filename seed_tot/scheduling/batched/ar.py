@@ -83,7 +83,7 @@ class _ARSession(DecodeSession[Row]):
 
     def _step(self) -> list[tuple[int, GenerationResult]]:
         for row in self.active:
-            row.append([_next_token(row.logits, row)])
+            row.sink.extend([_next_token(row.logits, row)])
         self.active, ended = leave_finished([self.batch], self.active)
         if self.active:
             started = time.perf_counter()

@@ -9,16 +9,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities
-from seed_tot.decoding.speculative import stop_criteria
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.errors import ConfigError
-from seed_tot.requests import (
-    FinishReason,
-    GenerationRequest,
-    GenerationResult,
-    GenerationStats,
-)
+from seed_tot.requests import GenerationRequest, GenerationResult, GenerationStats
 from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.prefix_cache import PrefixCache
@@ -31,13 +25,11 @@ class Row:
 
     request: GenerationRequest
     ticket: int
-    stop: StopCriteria
+    sink: TokenSink  # the tokens generated so far, and whether and why they ended
     generator: torch.Generator  # drafting, verification and sampling, as in the serial decoders
     depth: int  # current draft depth (adaptive_k changes it)
     pending: int = -1  # last token, not yet in the target cache
     draft_todo: list[int] = field(default_factory=list)  # tokens not yet in the draft cache (end with pending)
-    tokens: list[int] = field(default_factory=list)
-    finish: FinishReason | None = None
     stats: GenerationStats = field(default_factory=GenerationStats)
     joined: float = field(default_factory=time.perf_counter)
     logits: torch.Tensor | None = None  # batched AR: the logits the next token is drawn from
@@ -51,17 +43,8 @@ class Row:
         return self.request.config.top_p
 
     @property
-    def remaining(self) -> int:
-        return self.request.config.max_new_tokens - len(self.tokens)
-
-    def append(self, new_tokens: list[int]) -> None:
-        """Append tokens, stopping exactly where autoregressive decoding would stop."""
-        start = len(self.tokens)
-        self.tokens.extend(new_tokens)
-        cut = self.stop.first_stop(self.tokens, start)
-        if cut is not None:
-            del self.tokens[cut[0] :]
-            self.finish = cut[1]
+    def tokens(self) -> list[int]:
+        return self.sink.token_ids
 
 
 def make_prefix_cache(budget_mb: float) -> PrefixCache | None:
@@ -72,12 +55,10 @@ def make_prefix_cache(budget_mb: float) -> PrefixCache | None:
 
 
 def new_row(ticket: int, request: GenerationRequest, runner: ModelRunner, depth: int = 0) -> Row:
-    config = request.config
-    stop = stop_criteria(runner, config)
     return Row(
         request=request,
         ticket=ticket,
-        stop=stop,
+        sink=TokenSink.of(runner, request.config),
         generator=torch.Generator().manual_seed(request.seed),
         depth=depth,
     )
@@ -106,7 +87,7 @@ def row_result(row: Row, runner: ModelRunner) -> tuple[int, GenerationResult]:
         request_id=row.request.request_id or str(row.ticket),
         token_ids=list(row.tokens),
         text=runner.decode(row.tokens),
-        finish_reason=row.finish or "length",
+        finish_reason=row.sink.finish_reason or "length",
         stats=row.stats,
     )
     return row.ticket, result
@@ -114,12 +95,12 @@ def row_result(row: Row, runner: ModelRunner) -> tuple[int, GenerationResult]:
 
 def leave_finished(batches: list[RaggedBatchCache | None], rows: list[Row]) -> tuple[list[Row], list[Row]]:
     """Drop the finished rows from the batches; (rows still decoding, rows that ended)."""
-    keep = [i for i, row in enumerate(rows) if row.finish is None]
+    keep = [i for i, row in enumerate(rows) if not row.sink.finished]
     if len(keep) < len(rows):
         for batch in batches:
             if batch is not None:
                 batch.select(keep)
-    return [rows[i] for i in keep], [row for row in rows if row.finish is not None]
+    return [rows[i] for i in keep], [row for row in rows if row.sink.finished]
 
 
 def join_batch(running: RaggedBatchCache | None, joining: RaggedBatchCache, compact_slack: int) -> RaggedBatchCache:

@@ -128,7 +128,7 @@ class BatchedSpeculativeExecutor:
     def _draft_step(self, batch: RaggedBatchCache, rows: list[Row]) -> list[_Draft]:
         """Draft every row's token tree: one batched draft forward per tree level."""
         # As in the serial drafter: no deeper than the tokens the row may still emit.
-        depths = [min(row.depth, row.remaining) for row in rows]
+        depths = [min(row.depth, row.sink.remaining) for row in rows]
         drafts = [_Draft() for _ in rows]
         if max(depths) <= 0:
             return drafts
@@ -187,7 +187,7 @@ class BatchedSpeculativeExecutor:
         for row in active:
             others = [contexts[id(other)] for other in everyone
                       if other is not row and other.request.group == row.request.group]
-            tree = self.lookup.draft(contexts[id(row)], min(row.depth, row.remaining, cap), others)
+            tree = self.lookup.draft(contexts[id(row)], min(row.depth, row.sink.remaining, cap), others)
             drafts.append(_Draft(tree=tree))
         return drafts
 
@@ -264,11 +264,11 @@ class _SpeculativeSession(DecodeSession[Row]):
             row.stats.draft_tokens_accepted += len(verdict.accepted_nodes)
             row.stats.target_forwards += 1
             ex._adapt(row, drafted_depth, len(verdict.accepted_nodes))
-            row.append(verdict.accepted_tokens + [verdict.next_token])
+            row.sink.extend(verdict.accepted_tokens + [verdict.next_token])
         self.target_batch.commit(target_keep)
         if self.draft_batch:
             self.draft_batch.commit(draft_keep)
         self.active, ended = leave_finished([self.target_batch, self.draft_batch], active)
         decoding = {row.request.group for row in self.active}
-        self.lookup_rows = [row for row in self.lookup_rows if row.finish is None or row.request.group in decoding]
+        self.lookup_rows = [row for row in self.lookup_rows if not row.sink.finished or row.request.group in decoding]
         return [row_result(row, ex.target) for row in ended]

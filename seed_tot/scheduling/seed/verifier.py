@@ -10,23 +10,17 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from seed_tot.decoding.output import StopCriteria
 from seed_tot.decoding.sampling import probabilities
 from seed_tot.decoding.speculative import (
     commit_target,
     next_draft_depth,
-    stop_criteria,
     target_probs_for_tree,
     tree_depth,
 )
+from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.decoding.verify import DraftTree, verify_tree
 from seed_tot.errors import WorkerError
-from seed_tot.requests import (
-    FinishReason,
-    GenerationRequest,
-    GenerationResult,
-    GenerationStats,
-)
+from seed_tot.requests import GenerationRequest, GenerationResult, GenerationStats
 from seed_tot.runtime import ModelRunner, cache_length, fork_cache, rollback
 from seed_tot.runtime.cache import stack_left_padded, unstack_left_padded
 from seed_tot.runtime.masks import batched_tree_inputs
@@ -41,21 +35,19 @@ from seed_tot.scheduling.worker import Draft, Start, Verdict, derive_seed
 class RequestState:
     index: int
     request: GenerationRequest
-    stop: StopCriteria
+    sink: TokenSink  # the tokens generated so far, and whether and why they ended
     generator: torch.Generator
     depth: int
     cache: object = None
     prefix_len: int = 0  # accepted tokens in the target cache (the pending token excluded)
     pending: int = 0
-    generated: list[int] = field(default_factory=list)
-    finish_reason: FinishReason | None = None
     stats: GenerationStats = field(default_factory=GenerationStats)
     started_at: float = 0.0
     worker: int = -1
 
     @property
     def done(self) -> bool:
-        return self.finish_reason is not None
+        return self.sink.finished
 
 
 class SeedSession(DecodeSession[RequestState]):
@@ -132,7 +124,7 @@ class SeedSession(DecodeSession[RequestState]):
         return RequestState(
             index=index,
             request=request,
-            stop=stop_criteria(self.target, request.config),
+            sink=TokenSink.of(self.target, request.config),
             generator=torch.Generator().manual_seed(derive_seed(request.seed, "verify")),
             depth=len(self.opts.k_config),
         )
@@ -140,9 +132,8 @@ class SeedSession(DecodeSession[RequestState]):
     # -- assignment and target prefill
 
     def _k_config_for(self, state: RequestState) -> tuple[int, ...]:
-        remaining = state.request.config.max_new_tokens - len(state.generated)
         # A round emits up to depth + 1 tokens; deeper drafts than the budget are wasted.
-        return shaped_k_config(self.opts.k_config, min(state.depth, max(remaining - 1, 0)))
+        return shaped_k_config(self.opts.k_config, min(state.depth, max(state.sink.remaining - 1, 0)))
 
     def _assign(self, worker: WorkerHandle) -> RequestState | None:
         """Send the worker the next waiting request (the caller prefills its target cache)."""
@@ -277,12 +268,7 @@ class SeedSession(DecodeSession[RequestState]):
         stats.draft_forwards += draft.draft_forwards
         stats.draft_tokens_proposed += tree_depth(tree)
         stats.draft_tokens_accepted += len(verdict.accepted_tokens)
-        start = len(state.generated)
-        state.generated += verdict.accepted_tokens + [verdict.next_token]
-        stopped = state.stop.first_stop(state.generated, start)
-        if stopped is not None:
-            keep, state.finish_reason = stopped
-            state.generated = state.generated[:keep]
+        if state.sink.extend(verdict.accepted_tokens + [verdict.next_token]):
             state.cache = None
             state.stats.wall_seconds = time.perf_counter() - state.started_at
             return Verdict(state.index, verdict.accepted_nodes, verdict.next_token, True, ())
@@ -300,11 +286,12 @@ class SeedSession(DecodeSession[RequestState]):
         state.prefix_len += 1 + len(accepted_nodes)
 
     def _result(self, state: RequestState) -> GenerationResult:
-        state.stats.new_tokens = len(state.generated)
+        tokens = state.sink.token_ids
+        state.stats.new_tokens = len(tokens)
         return GenerationResult(
             request_id=state.request.request_id or str(state.index),
-            token_ids=list(state.generated),
-            text=self.target.decode(state.generated),
-            finish_reason=state.finish_reason,
+            token_ids=list(tokens),
+            text=self.target.decode(tokens),
+            finish_reason=state.sink.finish_reason,
             stats=state.stats,
         )
