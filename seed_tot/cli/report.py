@@ -40,6 +40,7 @@ class ProblemReport:
     recorded_answer: str | None
     tree_tokens: int
     sample_tokens: int
+    path_vote_correct: bool = False  # the final answer with one vote per distinct path (vote_weight "path")
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -111,7 +112,8 @@ def report_problem(task: Task, problem: Problem, trace: Trace, samples: list[Gen
     for index, result in enumerate(samples, 1):
         add_cot_node(tree, task, problem, result, index, search_config.get("seed", 0))
     chosen, search_answer = search_choice(task, problem, trace)
-    final = select_answer(task, problem, tree, chosen, vote=search_config.get("vote", True))
+    final = select_answer(task, problem, tree, chosen, vote=search_config.get("vote", True),
+                          weight=search_config.get("vote_weight", "leaf"))
     answers = {
         "final": final.answer,
         "cot": final.cot_answer,
@@ -121,6 +123,7 @@ def report_problem(task: Task, problem: Problem, trace: Trace, samples: list[Gen
         "tree_vote": vote_answer(task, problem, tree, chosen, lambda node: not is_chain_of_thought(node))
         or search_answer,
     }
+    path_vote = select_answer(task, problem, tree, chosen, vote=search_config.get("vote", True), weight="path")
     return ProblemReport(
         problem=problem,
         answers=answers,
@@ -128,6 +131,7 @@ def report_problem(task: Task, problem: Problem, trace: Trace, samples: list[Gen
         recorded_answer=trace.final_answer,
         tree_tokens=trace.metrics.new_tokens,
         sample_tokens=sum(r.stats.new_tokens for r in samples),
+        path_vote_correct=task.score(problem, path_vote.answer) == 1.0,
     )
 
 
@@ -179,15 +183,36 @@ def problem_line(report: ProblemReport) -> str:
 
 
 @click.command()
-@click.argument("run", type=click.Path(file_okay=False, path_type=Path))
-def report(run: Path) -> None:
-    """Accuracy of a finished run (its --out folder) under each answer rule, from its stored files."""
+@click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to draw accuracy against tokens per problem (default: accuracy_vs_tokens.png in the first folder).")
+@click.option("--no-plot", is_flag=True, help="Draw no plot.")
+def report(runs: tuple[Path, ...], plot: Path | None, no_plot: bool) -> None:
+    """Accuracy of finished runs (their --out folders) under each answer rule, from their stored files,
+    then the compute-matched comparison: greedy CoT, self-consistency at K = 1..16 and each tree run, at
+    their tokens per problem, paired by problem id. A folder may also be a pool of chains written by
+    scripts/add_cot_samples.py --task."""
     from tasks import get_task
 
-    reports = report_run(run, get_task)
-    if not reports:
-        raise SeedTotError(f"{run}/results.jsonl holds no finished problem yet.")
-    for item in reports:
-        click.echo(problem_line(item))
-    click.echo("")
-    click.echo(table(reports, run_wall_per_problem(run)))
+    from seed_tot.cli.compare import comparison_report
+
+    for run in runs:
+        if not (run / "results.jsonl").is_file():
+            continue
+        reports = report_run(run, get_task)
+        if not reports:
+            raise SeedTotError(f"{run}/results.jsonl holds no finished problem yet.")
+        if len(runs) > 1:
+            click.echo(f"## {run}\n")
+        for item in reports:
+            click.echo(problem_line(item))
+        click.echo("")
+        click.echo(table(reports, run_wall_per_problem(run)))
+        click.echo("")
+    text, points = comparison_report(list(runs), get_task)
+    click.echo(text)
+    if not no_plot:
+        from seed_tot.cli.compare import draw
+
+        path = draw(points, plot if plot is not None else runs[0] / "accuracy_vs_tokens.png", runs)
+        click.echo(f"\nplot: {path}")
