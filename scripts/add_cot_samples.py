@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from seed_tot.cli.report import problem_of, read_jsonl, sample_indices, trace_of
+from seed_tot.cli.run_report import problem_of, read_jsonl, sample_indices, trace_of
 from seed_tot.errors import SeedTotError
 from seed_tot.models.loading import load_model
 from seed_tot.observe.trace import jsonable

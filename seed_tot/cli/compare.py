@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
 
-from seed_tot.cli.report import (
+from seed_tot.cli.run_report import (
     ProblemReport,
     problem_of,
     read_jsonl,

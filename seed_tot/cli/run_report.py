@@ -1,4 +1,4 @@
-"""`seed-tot report RUN`: the accuracy of a finished run, answer rule by answer rule, re-derived
+"""The accuracy of a finished run, answer rule by answer rule, re-derived
 from the files the run stored (results.jsonl, one trace per problem, and cot_samples.jsonl when
 sampled chains were added afterwards with scripts/add_cot_samples.py).
 
@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import click
 
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import Trace, jsonable, load_trace, tree_from_trace
@@ -180,39 +178,3 @@ def problem_line(report: ProblemReport) -> str:
     answers = ", ".join(f"{rule} {answer}" for rule, answer in report.answers.items())
     recorded = "" if report.recorded_answer == report.answers["final"] else f" (the run answered {report.recorded_answer})"
     return f"{report.problem.id}: gold {report.problem.gold} | {answers}{recorded}"
-
-
-@click.command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Where to draw accuracy against tokens per problem (default: accuracy_vs_tokens.png in the first folder).")
-@click.option("--no-plot", is_flag=True, help="Draw no plot.")
-def report(runs: tuple[Path, ...], plot: Path | None, no_plot: bool) -> None:
-    """Accuracy of finished runs (their --out folders) under each answer rule, from their stored files,
-    then the compute-matched comparison: greedy CoT, self-consistency at K = 1..16 and each tree run, at
-    their tokens per problem, paired by problem id. A folder may also be a pool of chains written by
-    scripts/add_cot_samples.py --task."""
-    from tasks import get_task
-
-    from seed_tot.cli.compare import comparison_report
-
-    for run in runs:
-        if not (run / "results.jsonl").is_file():
-            continue
-        reports = report_run(run, get_task)
-        if not reports:
-            raise SeedTotError(f"{run}/results.jsonl holds no finished problem yet.")
-        if len(runs) > 1:
-            click.echo(f"## {run}\n")
-        for item in reports:
-            click.echo(problem_line(item))
-        click.echo("")
-        click.echo(table(reports, run_wall_per_problem(run)))
-        click.echo("")
-    text, points = comparison_report(list(runs), get_task)
-    click.echo(text)
-    if not no_plot:
-        from seed_tot.cli.compare import draw
-
-        path = draw(points, plot if plot is not None else runs[0] / "accuracy_vs_tokens.png", runs)
-        click.echo(f"\nplot: {path}")
