@@ -19,6 +19,7 @@ dtypes the samples can differ slightly from a full run's: batch shapes change th
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import sys
@@ -82,8 +83,21 @@ def pool_jobs(args):
     return [(problem, BFSConfig(), True) for problem in problems], task, args.target
 
 
+def hold_output(out_path: Path):
+    """The output file, opened for appending and locked for this process's life: a second writer
+    would read the same missing indices and append them twice."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = out_path.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SeedTotError(f"Another add_cot_samples.py is writing {out_path}: wait for it, it resumes by itself.") from None
+    return handle
+
+
 def generate(args, jobs, task, target_name: str) -> None:
     out_path = args.run / "cot_samples.jsonl"
+    lock = hold_output(out_path)  # noqa: F841 (held until the process ends)
     have: dict[str, set[int]] = {}
     for row in read_jsonl(out_path) if out_path.is_file() else []:
         have.setdefault(row["problem_id"], set()).update(sample_indices(row))
@@ -97,7 +111,6 @@ def generate(args, jobs, task, target_name: str) -> None:
     if not todo:
         print(f"nothing to add: every problem holds {args.samples} samples")
         return
-    args.run.mkdir(parents=True, exist_ok=True)
     target = load_model(target_name, dtype=args.dtype)
     formatter = PromptFormatter(target.tokenizer)
     executor = make_executor(args.method, target, None)
