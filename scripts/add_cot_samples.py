@@ -38,6 +38,7 @@ from seed_tot.search.base import cot_requests
 from tasks import get_task
 
 POOL_TARGET = "default-target"
+IN_PROCESS = {"batched", "batched-lookup"}
 
 
 def main() -> None:
@@ -46,7 +47,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="sampled chains per problem in all (indices 1..N)")
     parser.add_argument("--per-call", type=int, default=8, help="problems per executor call")
     parser.add_argument("--dtype", default="auto", help="the run's --dtype (auto: as the CLI chooses)")
-    parser.add_argument("--method", default="batched-lookup", choices=["batched", "batched-lookup"])
+    parser.add_argument("--method", choices=sorted(IN_PROCESS), help="default: the run's own method when it is "
+                        "one of these (else batched); batched-lookup for a pool")
     parser.add_argument("--task", help="a pool for problems without a tree run: the task of --start/--limit")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--limit", type=int)
@@ -71,6 +73,9 @@ def run_jobs(args):
     bundled = {p.id: p for p in task.load()}
     jobs = [(problem_of(trace, bundled), search_class(trace.search).config_class(**trace.config["search"]), False)
             for trace in traces]
+    if args.method is None:
+        method = traces[0].config.get("method", traces[0].executor)
+        args.method = method if method in IN_PROCESS else "batched"
     return jobs, task, traces[0].models["target"]
 
 
@@ -80,6 +85,7 @@ def pool_jobs(args):
         raise SeedTotError(f"{args.run} holds a tree run: leave out --task to add samples to it.")
     task = get_task(args.task)
     problems = select_problems(task.load(), args.start, args.limit)
+    args.method = args.method or "batched-lookup"
     return [(problem, BFSConfig(), True) for problem in problems], task, args.target
 
 
