@@ -60,6 +60,6 @@ if [ $# -eq 0 ]; then
     set -- pool8 tree pool16 bon
 fi
 for name in "$@"; do
-    stage "$name"
+    stage "$name" || echo "stage $name failed (exit $?); its log is in its folder; going on" >&2
 done
 stamp "done: $*"
