@@ -114,3 +114,36 @@ def test_report_pairs_a_pool_with_a_tree_run_by_problem_id(tmp_path):
     tree = next(p for p in points if p.label.endswith(": final"))
     assert tree.per_problem == [1.0, 1.0]
     assert "McNemar exact" in text and "paired bootstrap" in text and "prompt (prefill) tokens are not counted" in text
+
+
+def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):
+    write_run(tmp_path / "tree", [Problem(id="mine-1", question="What is 3 + 4?", gold="7")])
+    write_pool(tmp_path / "pool", [("mine-1", "7", ["8", "8"], [4, 4], "7")])
+    later = {"problem_id": "mine-1", "samples": ["ANSWER: 7", "ANSWER: 7", "ANSWER: 7"],
+             "finish_reasons": ["eos", "eos", "length"], "sample_token_counts": [6, 6, 6],
+             "sample_indices": [3, 4, 5], "settings": {"task": "report-test"}}
+    with (tmp_path / "pool" / "cot_samples.jsonl").open("a") as handle:
+        handle.write(json.dumps(later) + "\n")
+    text, points = comparison_report([tmp_path / "pool", tmp_path / "tree"], lambda name: task())
+    k4 = next(p for p in points if p.label.startswith("self-consistency K=4"))
+    # 5 chains: 8, 8, 7, 7 and a cut-off 7 that does not vote; the 5 subsets of 4 leave out one chain:
+    # an 8 (7 wins, twice), a 7 (8 wins, twice) or the cut-off one (a 2-2 tie, 1/2)
+    assert "of 5 sampled chains" in k4.label and k4.tokens == pytest.approx(4 * 26 / 5)
+    assert k4.per_problem == pytest.approx([(1 + 1 + 0 + 0 + 0.5) / 5])
+
+
+def test_a_second_writer_of_a_pool_is_refused(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from seed_tot.errors import SeedTotError
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "add_cot_samples.py"
+    spec = importlib.util.spec_from_file_location("add_cot_samples", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    first = script.hold_output(tmp_path / "cot_samples.jsonl")
+    with pytest.raises(SeedTotError, match="Another add_cot_samples.py"):
+        script.hold_output(tmp_path / "cot_samples.jsonl")
+    first.close()
+    script.hold_output(tmp_path / "cot_samples.jsonl").close()  # free again once the first writer is gone
