@@ -66,7 +66,7 @@ def method_options(f):
 
 def search_options(f):
     return _apply(f, [
-        click.option("--search", type=click.Choice(["bfs", "mcts"]), default="bfs", show_default=True, help="Tree search algorithm."),
+        click.option("--search", type=click.Choice(["bfs", "mcts", "best-of-n"]), default="bfs", show_default=True, help="Tree search algorithm; best-of-n: --thoughts complete chains of thought, the evaluator's best-rated answers (a baseline)."),
         click.option("--thoughts", "n_thoughts", type=int, default=3, show_default=True, help="Thoughts generated per expanded state (n)."),
         click.option("--breadth", type=int, default=1, show_default=True, help="BFS: states kept per step (b)."),
         click.option("--depth", type=int, default=None, help="Steps T (default: the task's paper setting)."),
@@ -88,6 +88,7 @@ def decode_options(f):
         click.option("--cot/--no-cot", default=True, show_default=True, help="Add one greedy chain-of-thought answer of the target to the vote (ties go to it); tasks with a CoT prompt (GSM8K, Blocksworld)."),
         click.option("--cot-samples", type=int, default=4, show_default=True, help="Sampled chains of thought (at --temperature and --top-p) that join the vote beside the greedy one: independent paths, as in self-consistency. 0 = none; with --no-cot or --no-vote none run."),
         click.option("--vote/--no-vote", default=True, show_default=True, help="Answer by majority vote over the answer leaves (tasks with comparable answers); --no-vote keeps the search's own choice."),
+        click.option("--vote-weight", "vote_weight", type=click.Choice(["leaf", "path"]), default="leaf", show_default=True, help="What one vote is: leaf (every answer leaf) or path (the answer leaves of one parent state share one vote; each chain of thought is its own path)."),
         click.option("--seed", type=int, default=0, show_default=True, help="Run seed; every request's seed derives from it."),
     ])
 

@@ -74,6 +74,7 @@ class TaskRunOptions:
     with_draft: bool = False
     ray_address: str | None = None  # None: run here; "": Ray's default cluster; else a Ray address
     ray_actors: int | None = None  # None: one per machine (seed_tot.distributed.ray_pool.plan_actors)
+    vote_weight: str = "leaf"
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -145,10 +146,11 @@ def search_settings(opts: TaskRunOptions, task=None) -> dict:
         "cot_candidate": opts.cot,
         "cot_samples": opts.cot_samples,
         "vote": opts.vote,
+        "vote_weight": opts.vote_weight,
     }
     if opts.search == "bfs":
         settings["breadth"] = opts.breadth
-    else:
+    elif opts.search == "mcts":
         settings.update(
             iterations=opts.iterations,
             exploration_weight=opts.exploration_weight,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from seed_tot.errors import ConfigError
 from seed_tot.search.base import Search, SearchConfig, SearchResult, expand
+from seed_tot.search.best_of_n import BestOfN
 from seed_tot.search.bfs import BFS, BFSConfig
 from seed_tot.search.mcts import MCTS, MCTSConfig
 from seed_tot.tree import ReasoningTree, ThoughtNode
 
-SEARCHES: dict[str, type[Search]] = {cls.name: cls for cls in (BFS, MCTS)}
+SEARCHES: dict[str, type[Search]] = {cls.name: cls for cls in (BFS, MCTS, BestOfN)}
 
 
 def search_class(name: str) -> type[Search]:
@@ -20,6 +21,7 @@ def search_class(name: str) -> type[Search]:
 
 __all__ = [
     "BFS",
+    "BestOfN",
     "BFSConfig",
     "MCTS",
     "MCTSConfig",

@@ -6,18 +6,23 @@ ran them (the greedy one, info["cot"], and the sampled ones, info["cot_sample"])
 with the most votes wins; a tie goes to the greedy CoT's answer when that chain voted (a chain
 that was rejected or cut off neither votes nor breaks ties), then to the tied answer whose best
 node has the highest value (then the lowest id).
+`weight` says what one vote is: "leaf" (every answer node one vote, the default) or "path" (one
+vote per distinct path: the answer leaves that share a parent state split its one vote, so n
+siblings of one expanded state count as one independent path, as each chain of thought does).
 Without `vote`, or for tasks whose answers are not comparable (`votable` False, e.g. Creative
 Writing passages), the node the search chose gives the answer.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from seed_tot.tree import ReasoningTree, ThoughtNode, value_key
 from seed_tot.task import Problem, Task
+
+VOTE_WEIGHTS = ("leaf", "path")
 
 
 @dataclass
@@ -51,6 +56,16 @@ def vote_candidates(task: Task, problem: Problem, tree: ReasoningTree) -> list[t
     return found
 
 
+def vote_weights(candidates: list[tuple[str, ThoughtNode]], weight: str) -> list[float]:
+    """The weight of each candidate's vote (see the module docstring); chains are each their own path."""
+    if weight == "leaf":
+        return [1.0] * len(candidates)
+    if weight != "path":
+        raise ValueError(f"Unknown vote weight {weight!r}: use one of {', '.join(VOTE_WEIGHTS)}.")
+    siblings: Counter = Counter(node.parent for _, node in candidates if not is_chain_of_thought(node))
+    return [1.0 if is_chain_of_thought(node) else 1.0 / siblings[node.parent] for _, node in candidates]
+
+
 def select_answer(
     task: Task,
     problem: Problem,
@@ -58,6 +73,7 @@ def select_answer(
     chosen_id: int,
     vote: bool,
     keep: Callable[[ThoughtNode], bool] = lambda node: True,
+    weight: str = "leaf",
 ) -> Selection:
     """The answer of the tree; only the nodes for which keep(node) holds take part in the vote
     (reports use it to ask what the chains of thought, or the tree, would have voted alone)."""
@@ -70,9 +86,11 @@ def select_answer(
     if not candidates:
         return Selection(search_answer, chosen_id, "search", cot_answer=cot_answer, search_answer=search_answer,
                          search_node_id=chosen_id)
-    votes = Counter(answer for answer, _ in candidates)
+    votes: dict[str, float] = defaultdict(float)
+    for (answer, _), share in zip(candidates, vote_weights(candidates, weight), strict=True):
+        votes[answer] += share
     top = max(votes.values())
-    tied = {answer for answer, count in votes.items() if count == top}
+    tied = {answer for answer, count in votes.items() if abs(count - top) < 1e-9}
     best_nodes = {}
     for answer, node in candidates:
         if answer in tied and (answer not in best_nodes or value_key(node) < value_key(best_nodes[answer])):
@@ -83,6 +101,6 @@ def select_answer(
     else:
         winner = min(tied, key=lambda answer: value_key(best_nodes[answer]))
     return Selection(
-        winner, best_nodes[winner].id, "vote", votes=dict(votes), cot_answer=cot_answer, search_answer=search_answer,
+        winner, best_nodes[winner].id, "vote", votes={a: int(v) if v == int(v) else round(v, 4) for a, v in votes.items()}, cot_answer=cot_answer, search_answer=search_answer,
         search_node_id=chosen_id,
     )

@@ -48,6 +48,10 @@ class SearchConfig(BaseModel):
         "probabilities from one forward per state (tasks with verdict_values)"
     )
     vote: bool = Field(True, description="majority vote over answer leaves, for tasks with comparable answers")
+    vote_weight: Literal["leaf", "path"] = Field(
+        "leaf", description="leaf: one vote per answer node; path: the answer leaves of one parent state share "
+        "one vote (each chain of thought is its own path)"
+    )
     cot_candidate: bool = Field(
         True, description="one greedy chain-of-thought of the target joins the vote (ties go to it), "
         "for tasks with a cot_prompt"
@@ -152,7 +156,7 @@ class Search(ABC):
                 add_cot_node(tree, self.task, problem, result, index, cfg.seed)
         else:
             chosen_id = yield from self._search(run)
-        selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote)
+        selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
         score = float(self.task.score(problem, selection.answer)) if problem.gold is not None else None
         evaluated = [node for node in tree.nodes() if node.value_parsed is not None]
         metrics = summarize(

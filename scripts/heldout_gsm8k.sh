@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Held-out GSM8K test problems 43-100 (--start 42 --limit 58): the runs behind the compute-matched
+# comparison, one heavy process at a time, each stage resumable. Run it again with the same
+# command after an interruption: every stage skips what its folder already holds.
+#
+#   nice -n 5 scripts/heldout_gsm8k.sh            # all stages in order
+#   scripts/heldout_gsm8k.sh pool8 tree           # some stages only
+#   seed-tot report docs/results/heldout-gsm8k-43-100/cot-pool docs/results/heldout-gsm8k-43-100/tree-bfs-logits-path
+#
+# Stages (why these settings: docs/results/heldout-gsm8k-43-100/README.md):
+#   pool8   8 sampled chains + the greedy chain per problem (self-consistency K = 1..8)
+#   tree    BFS n=3 b=1, logit State Evaluator, one vote per path, 4 sampled chains in the vote
+#   pool16  16 sampled chains per problem (adds samples 9..16 only; K = 16)
+#   bon     evaluator-reranked best-of-8 complete chains (logit evaluator), the baseline search
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
+    . .venv/bin/activate
+fi
+
+OUT=${HELDOUT_OUT:-docs/results/heldout-gsm8k-43-100}
+SELECT=(--start 42 --limit 58)
+CONCURRENCY=${HELDOUT_CONCURRENCY:-4}
+mkdir -p "$OUT"
+LOCK="${TMPDIR:-/tmp}/heldout_gsm8k.$(echo "$PWD/$OUT" | md5sum | cut -c1-8).lock"
+exec 9>"$LOCK"
+if ! flock -n 9; then
+    echo "another scripts/heldout_gsm8k.sh already runs on $OUT ($LOCK): one heavy process at a time" >&2
+    exit 1
+fi
+
+stamp() { echo "== $(date -u +%FT%TZ) $* | $(uptime)"; }
+
+pool() {  # pool SAMPLES
+    mkdir -p "$OUT/cot-pool"
+    stamp "pool --samples $1" >>"$OUT/cot-pool/add_cot_samples.log"
+    python scripts/add_cot_samples.py "$OUT/cot-pool" --task gsm8k "${SELECT[@]}" --samples "$1" --per-call 4 \
+        >>"$OUT/cot-pool/add_cot_samples.log" 2>&1
+}
+
+tree_run() {  # tree_run FOLDER ARGS...
+    local folder="$OUT/$1"
+    shift
+    mkdir -p "$folder"
+    stamp "seed-tot gsm8k $* ${SELECT[*]} --concurrency $CONCURRENCY --resume" >>"$folder/run.log"
+    seed-tot gsm8k "${SELECT[@]}" --concurrency "$CONCURRENCY" --resume --out "$folder" "$@" >>"$folder/run.log" 2>&1
+}
+
+stage() {
+    case "$1" in
+        pool8) pool 8 ;;
+        tree) tree_run tree-bfs-logits-path --search bfs --value-mode logits --vote-weight path ;;
+        pool16) pool 16 ;;
+        bon) tree_run best-of-8-logits --search best-of-n --thoughts 8 --value-mode logits --cot-samples 0 ;;
+        *) echo "unknown stage $1: use pool8, tree, pool16 or bon" >&2; exit 2 ;;
+    esac
+}
+
+if [ $# -eq 0 ]; then
+    set -- pool8 tree pool16 bon
+fi
+for name in "$@"; do
+    stage "$name" || echo "stage $name failed (exit $?); its log is in its folder; going on" >&2
+done
+stamp "done: $*"
