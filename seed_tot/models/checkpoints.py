@@ -97,5 +97,5 @@ def merge_lora(model: torch.nn.Module, path: Path) -> int:
             if not isinstance(layer, torch.nn.Linear):
                 raise ValueError(f"{name} is a {type(layer).__name__}, not a plain Linear (packed weights?)")
             delta = (parts["B"].float() @ parts["A"].float()) * scale
-            layer.weight += delta.to(layer.weight.dtype, layer.weight.device)
+            layer.weight += delta.to(device=layer.weight.device, dtype=layer.weight.dtype)
     return len(pairs)

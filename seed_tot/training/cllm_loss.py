@@ -66,4 +66,4 @@ def cllm_loss(
         kl = forward_kl(student, fixed_logits[-n:][start:])
         total = total + kl
         consistency = kl.item()
-    return LossParts(total, consistency, float(ar))
+    return LossParts(total, consistency, ar.item())
