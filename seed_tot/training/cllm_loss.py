@@ -59,8 +59,9 @@ def cllm_loss(
     ar = F.cross_entropy(fixed_logits, targets, label_smoothing=LABEL_SMOOTHING)
     total = ar_weight * ar
     consistency = 0.0
-    if block.states:
-        state = rng.choice(block.states)
+    unconverged = [state for state in block.states if state != block.fixed_point]
+    if unconverged:
+        state = rng.choice(unconverged)
         start = first_difference(state, block.fixed_point)
         student = _logits(model, block.context_ids + state, n)[start:]
         kl = forward_kl(student, fixed_logits[-n:][start:])

@@ -25,8 +25,9 @@ class BlockTrajectory:
     prompt_id: str
     context_ids: list[int]  # prompt + earlier blocks' fixed points
     prompt_length: int  # how many of context_ids are the prompt (the rest the model generated)
-    states: list[list[int]]  # Jacobi states before convergence, each as long as fixed_point
+    states: list[list[int]]  # Jacobi states before convergence (the guess first), each as long as fixed_point
     fixed_point: list[int]  # the greedy continuation (ends at EOS when the model stopped)
+    forwards: int = 0  # forwards the block took (one per state)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -70,8 +71,8 @@ def collect_trajectories(
             if len(committed) < n:
                 states.append(state)
         fixed_point = _cut_after_eos(committed[:n], runner.eos_token_ids)
-        states = [s[: len(fixed_point)] for s in states if s[: len(fixed_point)] != fixed_point]
-        blocks.append(BlockTrajectory(prompt_id, context, len(prompt_ids), states, fixed_point))
+        states = [s[: len(fixed_point)] for s in states]
+        blocks.append(BlockTrajectory(prompt_id, context, len(prompt_ids), states, fixed_point, len(states)))
         generated += fixed_point
         if len(fixed_point) < n or fixed_point[-1] in runner.eos_token_ids:
             break
