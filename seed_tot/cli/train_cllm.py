@@ -66,6 +66,7 @@ def cllm(model, out, data, rows, limit, block_size, max_new_tokens, steps, lr, f
 
     from seed_tot.models.loading import load_model
     from seed_tot.training.cllm_collect import collect_to_file
+    from seed_tot.training.cllm_metrics import summarize
     from seed_tot.training.cllm_train import TrainSettings, train_cllm
 
     if threads:
@@ -80,10 +81,9 @@ def cllm(model, out, data, rows, limit, block_size, max_new_tokens, steps, lr, f
         raise ConfigError(f"No GSM8K rows in {rows}: the data has fewer lines.")
     started = time.perf_counter()
     blocks = collect_to_file(runner, prompts, directory / "trajectories.jsonl", block_size, max_new_tokens)
-    states = sum(len(b.states) for b in blocks)
-    tokens = sum(len(b.fixed_point) for b in blocks)
-    click.echo(f"{len(blocks)} blocks from {len(prompts)} prompts: {tokens} tokens in {states + len(blocks)} Jacobi forwards "
-               f"({tokens / max(states + len(blocks), 1):.2f} tokens per forward), {time.perf_counter() - started:.0f} s")
+    counts = summarize(blocks)
+    click.echo(f"{len(blocks)} blocks from {len(prompts)} prompts: {counts['tokens']} tokens in {counts['forwards']} Jacobi "
+               f"forwards ({counts['tokens_per_forward']:.3f} tokens per forward), {time.perf_counter() - started:.0f} s")
     if collect_only:
         return
     settings = TrainSettings(steps=steps, lr=lr or (2e-5 if full else 2e-4), lora=not full, lora_r=lora_r,
