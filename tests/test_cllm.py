@@ -201,3 +201,21 @@ def test_convergence_counts_on_a_handmade_trajectory():
     assert counts == {"tokens": 5, "forwards": 3, "max_fast_forward": 3, "stationary": 1}
     broken = [[9, 9, 9, 9, 9], [1, 8, 8, 4, 8], [1, 2, 3, 9, 7]]  # token 3 lost again: not stationary
     assert block_counts(BlockTrajectory("p", [0], 1, broken, y, 3))["stationary"] == 0
+
+
+def test_train_cllm_command_runs_resumes_and_refuses_evaluation_rows(tmp_path):
+    from click.testing import CliRunner
+
+    from seed_tot.cli import main
+
+    args = ["train", "cllm", "--model", "tiny", "--out", str(tmp_path / "ck"), "--limit", "2", "--block-size", "4",
+            "--max-new-tokens", "8", "--full", "--threads", "1"]
+    first = CliRunner().invoke(main, args + ["--steps", "2"])
+    assert first.exit_code == 0, first.output
+    assert "tokens per forward" in first.output and (tmp_path / "ck" / "model.safetensors").is_file()
+    again = CliRunner().invoke(main, args + ["--steps", "3"])
+    assert again.exit_code == 0, again.output
+    assert len((tmp_path / "ck" / "train_log.jsonl").read_text().splitlines()) == 3  # resumed at step 2
+    assert json.loads((tmp_path / "ck" / "checkpoint.json").read_text())["steps_done"] == 3
+    refused = CliRunner().invoke(main, ["train", "cllm", "--model", "tiny", "--rows", "1-100"])
+    assert refused.exit_code == 2 and "kept for evaluation" in refused.output
