@@ -11,6 +11,7 @@
 | seed          | SEED: parallel draft processes + one verifier (k, default 3)     | yes           |
 | seed-mcsd     | SEED with token trees (k_config, default 2,2,1)                  | yes           |
 | lookahead / jacobi / fastcot | single-sequence decoders run request by request   | no            |
+| cllm          | Jacobi decoding of a CLLM-trained copy of the target (checkpoint) | no            |
 | llama-cpp / server | an inference server (seed_tot/engines), one HTTP request each | optional |
 
 Modules are imported lazily, so a method's dependencies load only when it is used.
@@ -30,6 +31,7 @@ SERIAL_DECODERS = {
     "lookahead": ("seed_tot.decoding.lookahead", "lookahead_decode"),
     "jacobi": ("seed_tot.decoding.jacobi", "jacobi_decode"),
     "fastcot": ("seed_tot.decoding.fastcot", "fastcot_decode"),
+    "cllm": ("seed_tot.decoding.cllm", "cllm_decode"),
 }
 METHODS = (
     "ar",

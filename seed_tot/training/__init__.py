@@ -1,0 +1,1 @@
+"""Training pipelines for the decoders that need a trained model (CLLM, BiTA)."""
