@@ -67,3 +67,14 @@ def lm_logits(model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
     if cap:
         logits = torch.tanh(logits / cap) * cap
     return logits
+
+
+@torch.no_grad()
+def sequence_cache(model: PreTrainedModel, token_ids: list[int]) -> DynamicCache:
+    """The frozen model's KV cache of a token sequence (plain causal attention, no prefix), made
+    outside inference mode so that a prefixed cache built on it can take part in autograd."""
+    cache = empty_cache()
+    ids = torch.tensor([token_ids], dtype=torch.long, device=model.device)
+    model.get_decoder()(input_ids=ids, past_key_values=cache, use_cache=True,
+                        position_ids=torch.arange(len(token_ids), device=model.device).unsqueeze(0))
+    return cache

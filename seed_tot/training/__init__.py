@@ -1,0 +1,1 @@
+"""Training pipelines for the decoders that learn their accelerator (BiTA, CLLM)."""
