@@ -52,6 +52,8 @@ def sample_loss(
 ) -> tuple[torch.Tensor, dict] | None:
     """Mean cross-entropy of up to `groups` mask groups on one sample (None if it is too short),
     and counts: groups, and per mask position how often its argmax equals the label."""
+    for weight in runner.model.parameters():
+        weight.requires_grad_(False)  # the model stays frozen: only `prompt` is trained
     sequence = list(prompt_ids) + list(response_ids)
     anchors = pick_anchors(len(prompt_ids), len(sequence), prompt.masks, groups, generator)
     if not anchors:

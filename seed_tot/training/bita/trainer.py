@@ -120,8 +120,6 @@ def train_bita(
         raise ConfigError("No BiTA training samples: collect some first (seed-tot train bita collects them).")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    for p in runner.model.parameters():
-        p.requires_grad_(False)
     prompt, optimizer, step = _open(runner, out, settings)
     prompt.meta.update({"model": runner.name, "trained_samples": len(samples)})
     with (out / LOG_FILE).open("a") as log:
