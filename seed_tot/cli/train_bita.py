@@ -28,6 +28,7 @@ EVALUATION_ROWS = 300  # GSM8K test rows 1-300 are kept for evaluation and never
 @click.option("--train-dtype", default="float32", show_default=True, help="dtype of the frozen model while training (the parameters are float32).")
 @click.option("--steps", type=int, default=300, show_default=True, help="Training steps (one sample each); more steps on a finished run continue it.")
 @click.option("--lr", type=float, default=1e-2, show_default=True, help="Adam learning rate (linear warm-up, cosine decay).")
+@click.option("--warmup", type=int, default=10, show_default=True, help="Steps of linear learning-rate warm-up.")
 @click.option("--groups", type=int, default=32, show_default=True, help="Mask groups per sample and step.")
 @click.option("--prefix", "prefix_len", type=int, default=16, show_default=True, help="Prompt tokens (prefix key/values per layer).")
 @click.option("--masks", type=int, default=3, show_default=True, help="Mask tokens (future tokens drafted per forward).")
@@ -36,7 +37,7 @@ EVALUATION_ROWS = 300  # GSM8K test rows 1-300 are kept for evaluation and never
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=None, help="torch threads (default: all cores).")
 def bita(model, tiny, out_dir, data_path, start, n_prompts, max_new_tokens, collect_batch, collect_dtype, train_dtype,
-         steps, lr, groups, prefix_len, masks, init, save_every, seed, threads):
+         steps, lr, warmup, groups, prefix_len, masks, init, save_every, seed, threads):
     """Self-distillation training of BiTA on the model's own greedy GSM8K outputs (only the prompt
     and mask tokens are trained; the model stays frozen)."""
     import torch
@@ -47,7 +48,7 @@ def bita(model, tiny, out_dir, data_path, start, n_prompts, max_new_tokens, coll
         raise ConfigError(f"--start {start} would train on GSM8K rows 1-{EVALUATION_ROWS}, which are kept for evaluation: use --start {EVALUATION_ROWS} or more.")
     if n_prompts < 1 or max_new_tokens < 4 or collect_batch < 1:
         raise ConfigError("--prompts and --collect-batch must be at least 1 and --max-new-tokens at least 4.")
-    settings = TrainSettings(steps=steps, lr=lr, groups=groups, prefix_len=prefix_len, masks=masks, init=init, seed=seed,
+    settings = TrainSettings(steps=steps, lr=lr, warmup=warmup, groups=groups, prefix_len=prefix_len, masks=masks, init=init, seed=seed,
                              save_every=save_every)
     settings.check()
     if threads:
