@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 import torch
 
-from seed_tot.cli.fastcot import cot_prompt_ids
+from seed_tot.fastcot_calibration import cot_prompt_ids
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.cllm import trained_runner

@@ -65,7 +65,22 @@ def plan_rows(methods: list[str], k_configs: list[tuple[int, ...]]) -> list[Row]
     return rows
 
 
-def build_executor(row: Row, target, draft, n_thoughts: int):
+def row_settings(rows: list[Row], pairs: list[tuple[str, object]]) -> dict[str, dict]:
+    """(name, value) settings per method: each goes to every row whose method has that option."""
+    from seed_tot.scheduling.factory import METHODS, option_names
+
+    methods = [r.method for r in rows if r.method in METHODS]
+    by_method: dict[str, dict] = {}
+    for name, value in pairs:
+        takers = [m for m in dict.fromkeys(methods) if name in option_names(m)]
+        if not takers:
+            raise ConfigError(f"No bench method takes --method-option {name}: add a method that has it (e.g. bita for checkpoint).")
+        for method in takers:
+            by_method.setdefault(method, {})[name] = value
+    return by_method
+
+
+def build_executor(row: Row, target, draft, n_thoughts: int, settings: dict | None = None):
     from seed_tot.scheduling.factory import METHODS, make_executor
     from seed_tot.scheduling.peers import peer_executor
 
@@ -73,7 +88,7 @@ def build_executor(row: Row, target, draft, n_thoughts: int):
         return peer_executor(row.method, target, draft)
     if row.method not in METHODS:
         raise ConfigError(f"Unknown bench method {row.method!r}: use {', '.join([*METHODS, *sorted(PEERS)])}.")
-    options: dict = {}
+    options: dict = dict(settings or {})
     if row.k_config is not None:
         options["k_config"] = row.k_config
     if row.method.startswith("seed"):

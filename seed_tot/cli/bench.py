@@ -29,8 +29,9 @@ DEFAULT_METHODS = "ar,sd,seed,batched,batched-sd,hf-generate,hf-assisted"
 @click.option("--dtype", default="auto", show_default=True, help="Model dtype.")
 @click.option("--threads", type=int, default=None, help="torch threads in this process.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--method-option", "method_options", multiple=True, metavar="NAME=VALUE", help="A setting for every row whose method has it, repeatable, e.g. --method-option checkpoint=runs/bita/bita.safetensors for bita.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench_out", show_default=True, help="Where bench.md, bench.json and the plots go.")
-def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, depth, max_new_tokens, target, draft, tiny, dtype, threads, seed, out_dir):
+def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, depth, max_new_tokens, target, draft, tiny, dtype, threads, seed, method_options, out_dir):
     """Run every method on the same problems; print and write tokens/s and speedup over AR."""
     import torch
 
@@ -39,6 +40,7 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
         build_executor,
         markdown_table,
         plan_rows,
+        row_settings,
         run_cell,
         write_outputs,
     )
@@ -52,6 +54,9 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
         raise ConfigError(f"Bad --temperatures {temperatures!r}: give comma-separated numbers such as 0.2,1.0.") from None
     shapes = [parse_k_config(k) for k in k_configs.split(";") if k.strip()]
     rows = plan_rows([m.strip() for m in methods.split(",") if m.strip()], shapes)
+    from seed_tot.cli.task_run import parse_method_option
+
+    settings_by_method = row_settings(rows, [parse_method_option(item) for item in method_options])
     task_objs = [get_task(name.strip()) for name in tasks.split(",") if name.strip()]
     for task in task_objs:
         if depth is not None and hasattr(task, "depth"):
@@ -67,7 +72,7 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
 
     cells = []
     for row in rows:
-        executor = build_executor(row, target_runner, draft_runner, n_thoughts)
+        executor = build_executor(row, target_runner, draft_runner, n_thoughts, settings_by_method.get(row.method))
         try:
             for temperature in temps:
                 for task in task_objs:
@@ -86,7 +91,7 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
             executor.close()
     add_speedups(cells)
     settings = dict(tasks=[t.name for t in task_objs], rows=[r.label for r in rows], temperatures=temps, limit=limit,
-                    start=start, n_thoughts=n_thoughts, depth=depth, max_new_tokens=max_new_tokens,
+                    start=start, n_thoughts=n_thoughts, method_options=list(method_options), depth=depth, max_new_tokens=max_new_tokens,
                     target=target_runner.name, draft=draft_runner.name, dtype=str(target_runner.dtype), seed=seed,
                     command=" ".join(["seed-tot", *sys.argv[1:]]))
     click.echo(markdown_table(cells))

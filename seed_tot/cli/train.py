@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from seed_tot.cli.train_bita import bita
 from seed_tot.cli.train_cllm import cllm
 
 
@@ -13,3 +14,4 @@ def train() -> None:
 
 
 train.add_command(cllm)
+train.add_command(bita)

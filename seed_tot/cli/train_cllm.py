@@ -27,7 +27,7 @@ def parse_rows(text: str) -> tuple[int, int]:
 
 
 def training_prompts(runner, data: str | None, rows: tuple[int, int], limit: int | None) -> list[tuple[str, list[int]]]:
-    from seed_tot.cli.fastcot import cot_prompt_ids
+    from seed_tot.fastcot_calibration import cot_prompt_ids
     from tasks.gsm8k import DEFAULT_PATH, Gsm8kTask
 
     problems = [p for p in Gsm8kTask().load(Path(data) if data else DEFAULT_PATH) if rows[0] <= p.meta["line"] <= rows[1]]

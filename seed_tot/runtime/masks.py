@@ -92,3 +92,38 @@ def batched_tree_inputs(
             allowed[r, i, past + i] = True
             positions[r, i] = length
     return additive_mask(allowed, dtype), positions
+
+
+def prefixed_tree_mask(
+    parents: list[int], past_len: int, prefix_len: int, sees_prefix: list[bool], dtype: torch.dtype
+) -> torch.Tensor:
+    """(1, 1, q, prefix_len + past_len + q) additive mask for a token tree appended to a prefixed
+    cache ([prefix][past]): node i sees the past, its ancestors and itself, and the prefix only
+    where sees_prefix[i]. Positions are tree_position_ids(parents, past_len): the prefix has none."""
+    tree = tree_allowed(parents, past_len)
+    prefix = torch.tensor(sees_prefix, dtype=torch.bool).unsqueeze(1).expand(-1, prefix_len)
+    return additive_mask(torch.cat([prefix, tree], dim=1).unsqueeze(0), dtype)
+
+
+def anchored_chains_mask(
+    anchors: list[int], chain_len: int, past_len: int, prefix_len: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask and positions for chains of `chain_len` tokens, chain g hanging under the cached token
+    at sequence index anchors[g] of a prefixed cache ([prefix][past]): its tokens see the prefix,
+    the past up to and including that anchor, and the chain before them (not other chains).
+    Returns the additive mask (1, 1, G*chain_len, prefix_len + past_len + G*chain_len) and the
+    position ids (1, G*chain_len): anchor + 1 + offset in the chain."""
+    q = len(anchors) * chain_len
+    allowed = torch.zeros(q, prefix_len + past_len + q, dtype=torch.bool)
+    allowed[:, :prefix_len] = True
+    positions = torch.zeros(q, dtype=torch.long)
+    causal = torch.tril(torch.ones(chain_len, chain_len, dtype=torch.bool))
+    for g, anchor in enumerate(anchors):
+        if not 0 <= anchor < past_len:
+            raise ValueError(f"anchor {anchor} is outside the {past_len} cached positions")
+        rows = slice(g * chain_len, (g + 1) * chain_len)
+        allowed[rows, prefix_len : prefix_len + anchor + 1] = True
+        start = prefix_len + past_len + g * chain_len
+        allowed[rows, start : start + chain_len] = causal
+        positions[rows] = torch.arange(anchor + 1, anchor + 1 + chain_len)
+    return additive_mask(allowed.unsqueeze(0), dtype), positions.unsqueeze(0)

@@ -8,6 +8,7 @@ from transformers import DynamicCache, PreTrainedModel
 from seed_tot.errors import NumericOverflowError
 from seed_tot.runtime.cache import cache_length, empty_cache
 from seed_tot.runtime.packed_linear import PackedLinear
+from seed_tot.runtime.prefix import decoder_hidden, embed_tokens, lm_logits
 from seed_tot.runtime.subnormals import flush_subnormals
 
 
@@ -114,6 +115,30 @@ class ModelRunner:
         self.forward_count += 1
         self.token_slots += input_ids.numel()
         logits = out.logits.float()
+        if self.dtype == torch.float16:
+            refuse_overflow(logits, self.name)
+        return logits
+
+    @torch.inference_mode()
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Input embeddings (B, q, hidden) of token ids (B, q)."""
+        return embed_tokens(self.model, input_ids)
+
+    @torch.inference_mode()
+    def hidden(
+        self, inputs_embeds: torch.Tensor, cache: DynamicCache, position_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """One forward over input embeddings with a 4-D mask and explicit positions, appending to
+        `cache`; returns the final hidden states (B, q, hidden), for `logits` on the rows needed."""
+        hidden = decoder_hidden(self.model, inputs_embeds, cache, position_ids, attention_mask)
+        self.forward_count += 1
+        self.token_slots += inputs_embeds.shape[0] * inputs_embeds.shape[1]
+        return hidden
+
+    @torch.inference_mode()
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """float32 logits of final hidden states (the LM head over those rows only)."""
+        logits = lm_logits(self.model, hidden)
         if self.dtype == torch.float16:
             refuse_overflow(logits, self.name)
         return logits

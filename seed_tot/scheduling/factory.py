@@ -12,6 +12,7 @@
 | seed-mcsd     | SEED with token trees (k_config, default 2,2,1)                  | yes           |
 | lookahead / jacobi / fastcot | single-sequence decoders run request by request   | no            |
 | cllm          | Jacobi decoding of a CLLM-trained copy of the target (checkpoint) | no            |
+| bita          | BiTA: the target drafts with learned prompt/mask tokens (checkpoint) | no       |
 | llama-cpp / server | an inference server (seed_tot/engines), one HTTP request each | optional |
 
 Modules are imported lazily, so a method's dependencies load only when it is used.
@@ -44,6 +45,7 @@ METHODS = (
     "seed",
     "seed-mcsd",
     *SERIAL_DECODERS,
+    "bita",
     "llama-cpp",
     "server",
 )
@@ -60,6 +62,7 @@ LOOKUP_DRAFT_SLOT_BUDGET = 8
 BATCHED_OPTIONS = {"share_prefix", "compact_slack", "prefix_cache_mb"}
 BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
 BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram", "draft_slot_budget"}
+BITA_OPTIONS = {"checkpoint", "candidates", "depth"}
 BATCHED_METHODS = {"batched", "batched-sd", "batched-mcsd", "batched-lookup"}
 # Problems searched at once when --concurrency is not given. The batched methods decode every
 # problem's rows in one forward, whose cost per row falls with its width (measured:
@@ -112,6 +115,8 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
         return BatchedSpeculativeExecutor(target, None, k_config, name=method, drafter="lookup", **options)
     if method in ("seed", "seed-mcsd"):
         return _seed(method, target, draft, options)
+    if method == "bita":
+        return _bita(target, options)
     return _serial_decoder(method, target, options)
 
 
@@ -133,6 +138,8 @@ def option_names(method: str) -> set[str]:
         from seed_tot.scheduling.seed import SeedOptions
 
         return {f.name for f in dataclasses.fields(SeedOptions)} | {"k", "num_workers"}
+    if method == "bita":
+        return BITA_OPTIONS
     return set(list(inspect.signature(_serial_decode_function(method)).parameters)[4:])  # (target, prompt_ids, config, seed, **settings)
 
 
@@ -204,6 +211,20 @@ def _seed(method: str, target: ModelRunner, draft: DraftArg, options: dict) -> E
         # Workers load their own copy by the name the runner was loaded with.
         draft = NamedDraft(draft.name, dtype=_dtype_name(draft), device=str(draft.device))
     return SeedExecutor(target, draft, num_workers=num_workers, name=method, k_config=k_config, **options)
+
+
+def _bita(target: ModelRunner, options: dict) -> Executor:
+    """BiTA with the prompt/mask tokens of `checkpoint` (seed-tot train bita), or untrained ones
+    (still exact, but they draft little)."""
+    from seed_tot.decoding.bita import BitaDecoder
+    from seed_tot.decoding.bita_params import init_prompt, load_prompt
+    from seed_tot.scheduling.serial import SerialExecutor
+
+    options = dict(options)
+    checkpoint = options.pop("checkpoint", None)
+    prompt = load_prompt(checkpoint) if checkpoint else init_prompt(target)
+    decoder = BitaDecoder(target, prompt, **options)
+    return SerialExecutor("bita", decoder.decode, target.decode, scorer=target)
 
 
 def _serial_decoder(method: str, target: ModelRunner, options: dict) -> Executor:
