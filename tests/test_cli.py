@@ -84,10 +84,16 @@ def test_resume_skips_finished_problems(tmp_path):
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
-    proc = seed_tot("gsm8k", "--limit", "1", "--out", str(tmp_path / "x"), *args)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    message = proc.stderr.strip().splitlines()
-    assert message and "Traceback" not in proc.stderr
+    # In process (a subprocess would spend seconds importing torch for each case); the real
+    # process's exit code 2 is checked by test_missing_default_models_hint.
+    from click.testing import CliRunner
+
+    from seed_tot.cli import main
+
+    result = CliRunner().invoke(main, ["gsm8k", "--limit", "1", "--out", str(tmp_path / "x"), *args])
+    assert result.exit_code == 2, (result.exception, result.stderr[-2000:])  # an uncaught exception gives 1
+    message = result.stderr.strip().splitlines()
+    assert message and "Traceback" not in result.stderr
     assert needle in message[-1]
 
 
