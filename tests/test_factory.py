@@ -8,7 +8,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.scheduling.factory import METHODS, make_executor
 from seed_tot.requests import GenerationRequest
 
-EXACT_IN_PROCESS = ["ar", "sd", "mcsd", "batched", "batched-sd", "batched-mcsd", "batched-lookup", "lookahead", "jacobi"]
+EXACT_IN_PROCESS = ["ar", "sd", "mcsd", "batched", "batched-sd", "batched-mcsd", "batched-lookup", "lookahead", "jacobi", "hf-generate"]
 
 
 def greedy_requests(tokenizer):

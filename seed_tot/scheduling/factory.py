@@ -13,6 +13,7 @@
 | lookahead / jacobi / fastcot | single-sequence decoders run request by request   | no            |
 | cllm          | Jacobi decoding of a CLLM-trained copy of the target (checkpoint) | no            |
 | bita          | BiTA: the target drafts with learned prompt/mask tokens (checkpoint) | no       |
+| hf-generate   | transformers' model.generate(), one request after another (baseline) | no       |
 | llama-cpp / server | an inference server (seed_tot/engines), one HTTP request each | optional |
 
 Modules are imported lazily, so a method's dependencies load only when it is used.
@@ -46,6 +47,7 @@ METHODS = (
     "seed-mcsd",
     *SERIAL_DECODERS,
     "bita",
+    "hf-generate",
     "llama-cpp",
     "server",
 )
@@ -117,6 +119,10 @@ def make_executor(method: str, target: ModelRunner, draft: DraftArg | None = Non
         return _seed(method, target, draft, options)
     if method == "bita":
         return _bita(target, options)
+    if method == "hf-generate":
+        from seed_tot.scheduling.peers import peer_executor
+
+        return peer_executor(method, target)
     return _serial_decoder(method, target, options)
 
 
@@ -124,7 +130,7 @@ def option_names(method: str) -> set[str]:
     """The settings make_executor takes for `method` (no model is loaded)."""
     if method not in METHODS:
         raise ConfigError(f"Unknown method {method!r}: use one of {', '.join(METHODS)}.")
-    if method == "ar" or method in ENGINE_METHODS:
+    if method in ("ar", "hf-generate") or method in ENGINE_METHODS:
         return set()
     if method in ("sd", "mcsd"):
         return {"k", "k_config"}
