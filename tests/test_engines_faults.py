@@ -11,10 +11,7 @@ import sys
 import time
 
 import pytest
-from engine_helpers import THREADS, executor_for, requests_for, tiny_gguf, tiny_server
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from tokenizers.pre_tokenizers import ByteLevel
-from transformers import PreTrainedTokenizerFast
+from engine_helpers import THREADS, executor_for, requests_for, reversed_byte_tokenizer, tiny_gguf, tiny_server
 
 from seed_tot.config import DecodeConfig
 from seed_tot.engines.connect import connect
@@ -32,16 +29,6 @@ def one_sentence(message: str) -> bool:
 
 def seed_tot(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "seed_tot", *args], capture_output=True, text=True, timeout=timeout)
-
-
-def reversed_byte_tokenizer() -> PreTrainedTokenizerFast:
-    """The tiny byte tokenizer with its byte ids in reverse order: same texts, other ids."""
-    alphabet = sorted(ByteLevel.alphabet(), reverse=True)
-    backend = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens(["<|endoftext|>", "<|pad|>"])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|pad|>")
 
 
 def results_of(out) -> list[dict]:
