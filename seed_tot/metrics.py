@@ -41,6 +41,7 @@ class RunMetrics:
     draft_forwards: int = 0
     parse_failures: int = 0
     evaluations: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -71,6 +72,7 @@ def summarize(batches: Iterable[BatchRecord], parse_failures: int = 0, evaluatio
         metrics.draft_tokens_accepted += batch.stats.draft_tokens_accepted
         metrics.target_forwards += batch.stats.target_forwards
         metrics.draft_forwards += batch.stats.draft_forwards
+        metrics.cached_prompt_tokens += batch.stats.cached_prompt_tokens
     return metrics
 
 

@@ -38,6 +38,7 @@ class StatsRecord(_Record):
     target_forwards: int = 0
     draft_forwards: int = 0
     wall_seconds: float = 0.0
+    cached_prompt_tokens: int = 0  # reused from an inference server's prompt cache (0 in older traces)
 
     @classmethod
     def of(cls, stats: GenerationStats | None) -> "StatsRecord | None":
@@ -112,6 +113,7 @@ class MetricsRecord(_Record):
     draft_forwards: int
     parse_failures: int
     evaluations: int
+    cached_prompt_tokens: int = 0  # absent from traces written before it was recorded
 
     @classmethod
     def of(cls, metrics: RunMetrics) -> "MetricsRecord":
