@@ -167,10 +167,7 @@ def lookahead_step(
 
 
 def lookahead_decode(
-    target: ModelRunner,
-    prompt_ids: list[int],
-    config: DecodeConfig,
-    seed: int = 0,
+    target: ModelRunner, prompt_ids: list[int], config: DecodeConfig, seed: int = 0,
     window: int = 5,
     ngram: int = 4,
     candidates: int | None = None,
