@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from seed_tot.requests import GenerationResult, GenerationStats
+from seed_tot.requests import DecodeCounters, GenerationResult, GenerationStats
 
 
 @dataclass
@@ -67,11 +67,8 @@ def summarize(batches: Iterable[BatchRecord], parse_failures: int = 0, evaluatio
         metrics.batches += 1
         metrics.requests += batch.size
         metrics.wall_seconds += batch.wall_seconds
-        metrics.new_tokens += batch.stats.new_tokens
-        metrics.draft_tokens_proposed += batch.stats.draft_tokens_proposed
-        metrics.draft_tokens_accepted += batch.stats.draft_tokens_accepted
-        metrics.target_forwards += batch.stats.target_forwards
-        metrics.draft_forwards += batch.stats.draft_forwards
+        for counter in dataclasses.fields(DecodeCounters):
+            setattr(metrics, counter.name, getattr(metrics, counter.name) + getattr(batch.stats, counter.name))
         metrics.cached_prompt_tokens += batch.stats.cached_prompt_tokens
     return metrics
 

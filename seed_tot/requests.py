@@ -13,16 +13,15 @@ FinishReason = Literal["eos", "stop", "length"]
 
 
 @dataclass
-class GenerationStats:
-    """Counters of one request (or, merged, of many)."""
+class DecodeCounters:
+    """What decoding did: new tokens, target and draft forwards, draft tokens proposed and accepted.
+    A request's GenerationStats starts with them; RunMetrics sums them over a search's batches."""
 
     new_tokens: int = 0
     draft_tokens_proposed: int = 0
     draft_tokens_accepted: int = 0
     target_forwards: int = 0
     draft_forwards: int = 0
-    wall_seconds: float = 0.0
-    cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -35,6 +34,15 @@ class GenerationStats:
         if self.target_forwards == 0:
             return None
         return self.new_tokens / self.target_forwards
+
+
+@dataclass
+class GenerationStats(DecodeCounters):
+    """Counters of one request (or, merged, of many): the decoding counters, then its wall time
+    and the prompt tokens a server's cache served."""
+
+    wall_seconds: float = 0.0
+    cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
 
     def merge(self, other: "GenerationStats") -> "GenerationStats":
         """Sum of counters, field by field; wall seconds add up too (callers timing a batch set it
