@@ -43,6 +43,12 @@ class RunMetrics:
     evaluations: int = 0
     cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
 
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["tokens_per_second"] = self.tokens_per_second
+        data["acceptance_rate"] = self.acceptance_rate
+        return data
+
     @property
     def tokens_per_second(self) -> float | None:
         return self.new_tokens / self.wall_seconds if self.wall_seconds > 0 else None
@@ -52,12 +58,6 @@ class RunMetrics:
         if self.draft_tokens_proposed == 0:
             return None
         return self.draft_tokens_accepted / self.draft_tokens_proposed
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["tokens_per_second"] = self.tokens_per_second
-        data["acceptance_rate"] = self.acceptance_rate
-        return data
 
 
 def summarize(batches: Iterable[BatchRecord], parse_failures: int = 0, evaluations: int = 0) -> RunMetrics:

@@ -30,14 +30,19 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class StatsRecord(_Record):
-    """Counters of one request (or of the requests of one batch)."""
+class CountersRecord(_Record):
+    """seed_tot.requests.DecodeCounters: what decoding did."""
 
     new_tokens: int = 0
     draft_tokens_proposed: int = 0
     draft_tokens_accepted: int = 0
     target_forwards: int = 0
     draft_forwards: int = 0
+
+
+class StatsRecord(CountersRecord):
+    """Counters of one request (or of the requests of one batch)."""
+
     wall_seconds: float = 0.0
     cached_prompt_tokens: int = 0  # reused from an inference server's prompt cache (0 in older traces)
 
