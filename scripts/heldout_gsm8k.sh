@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Held-out GSM8K test problems 43-100 (--start 42 --limit 58): the runs behind the compute-matched
 # comparison, one heavy process at a time, each stage resumable. Run it again with the same
-# command after an interruption: every stage skips what its folder already holds.
+# command after an interruption: every stage skips what its folder already holds. The problems go
+# in chunks of HELDOUT_CHUNK (default 10), every stage on a chunk before the next chunk starts, so
+# a run stopped part-way leaves all configurations on the same problems (a paired comparison).
 #
 #   nice -n 5 scripts/heldout_gsm8k.sh            # all stages in order
 #   scripts/heldout_gsm8k.sh pool8 tree           # some stages only
@@ -19,7 +21,9 @@ if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
 fi
 
 OUT=${HELDOUT_OUT:-docs/results/heldout-gsm8k-43-100}
-SELECT=(--start 42 --limit 58)
+FIRST=42   # problem 43
+COUNT=58   # to problem 100
+CHUNK=${HELDOUT_CHUNK:-10}
 CONCURRENCY=${HELDOUT_CONCURRENCY:-4}
 mkdir -p "$OUT"
 LOCK="${TMPDIR:-/tmp}/heldout_gsm8k.$(echo "$PWD/$OUT" | md5sum | cut -c1-8).lock"
@@ -59,7 +63,11 @@ stage() {
 if [ $# -eq 0 ]; then
     set -- pool8 tree pool16 bon
 fi
-for name in "$@"; do
-    stage "$name" || echo "stage $name failed (exit $?); its log is in its folder; going on" >&2
+for ((start = FIRST; start < FIRST + COUNT; start += CHUNK)); do
+    limit=$((FIRST + COUNT - start < CHUNK ? FIRST + COUNT - start : CHUNK))
+    SELECT=(--start "$start" --limit "$limit")
+    for name in "$@"; do
+        stage "$name" || echo "stage $name on problems $((start + 1))-$((start + limit)) failed (exit $?); its log is in its folder; going on" >&2
+    done
 done
 stamp "done: $*"

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from seed_tot.errors import ConfigError
-from seed_tot.observe.trace import Trace, build_trace
+from seed_tot.observe.trace import describe_models, to_trace  # re-exported: seed_tot.api.to_trace is public
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.requests import Executor
 from seed_tot.search import Search, SearchConfig, SearchResult, search_class
@@ -45,33 +45,3 @@ def solve(
     elif options:
         raise ConfigError("Pass either a config object or keyword options to solve(), not both.")
     return cls(task, executor, PromptFormatter(_tokenizer_of(tokenizer)), config).run(problem)
-
-
-def describe_models(executor: Executor) -> dict[str, str]:
-    """Model names an executor exposes as `target` / `draft` objects with a `name`."""
-    models = {}
-    for role in ("target", "draft"):
-        name = getattr(getattr(executor, role, None), "name", None)
-        if isinstance(name, str):
-            models[role] = name
-    return models
-
-
-def to_trace(
-    result: SearchResult,
-    task: Task,
-    executor: Executor,
-    models: dict[str, str] | None = None,
-    extra_config: dict[str, Any] | None = None,
-    data_file: dict[str, str] | None = None,
-) -> Trace:
-    """The trace of `result`, named after the task and executor that produced it (and, given
-    `data_file`, the data file its problem came from)."""
-    return build_trace(
-        result,
-        task=task.name,
-        executor=getattr(executor, "name", type(executor).__name__),
-        models=models if models is not None else describe_models(executor),
-        extra_config=extra_config,
-        data_file=data_file,
-    )

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from seed_tot.requests import GenerationResult, GenerationStats
+from seed_tot.requests import DecodeCounters, GenerationResult, GenerationStats
 
 
 @dataclass
@@ -41,6 +41,13 @@ class RunMetrics:
     draft_forwards: int = 0
     parse_failures: int = 0
     evaluations: int = 0
+    cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["tokens_per_second"] = self.tokens_per_second
+        data["acceptance_rate"] = self.acceptance_rate
+        return data
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -52,12 +59,6 @@ class RunMetrics:
             return None
         return self.draft_tokens_accepted / self.draft_tokens_proposed
 
-    def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["tokens_per_second"] = self.tokens_per_second
-        data["acceptance_rate"] = self.acceptance_rate
-        return data
-
 
 def summarize(batches: Iterable[BatchRecord], parse_failures: int = 0, evaluations: int = 0) -> RunMetrics:
     """Metrics of one search from its executor calls."""
@@ -66,11 +67,9 @@ def summarize(batches: Iterable[BatchRecord], parse_failures: int = 0, evaluatio
         metrics.batches += 1
         metrics.requests += batch.size
         metrics.wall_seconds += batch.wall_seconds
-        metrics.new_tokens += batch.stats.new_tokens
-        metrics.draft_tokens_proposed += batch.stats.draft_tokens_proposed
-        metrics.draft_tokens_accepted += batch.stats.draft_tokens_accepted
-        metrics.target_forwards += batch.stats.target_forwards
-        metrics.draft_forwards += batch.stats.draft_forwards
+        for counter in dataclasses.fields(DecodeCounters):
+            setattr(metrics, counter.name, getattr(metrics, counter.name) + getattr(batch.stats, counter.name))
+        metrics.cached_prompt_tokens += batch.stats.cached_prompt_tokens
     return metrics
 
 

@@ -4,7 +4,7 @@ the optional capabilities an executor may offer)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, Protocol, runtime_checkable
 
 from seed_tot.config import DecodeConfig
@@ -13,16 +13,15 @@ FinishReason = Literal["eos", "stop", "length"]
 
 
 @dataclass
-class GenerationStats:
-    """Counters of one request (or, merged, of many)."""
+class DecodeCounters:
+    """What decoding did: new tokens, target and draft forwards, draft tokens proposed and accepted.
+    A request's GenerationStats starts with them; RunMetrics sums them over a search's batches."""
 
     new_tokens: int = 0
     draft_tokens_proposed: int = 0
     draft_tokens_accepted: int = 0
     target_forwards: int = 0
     draft_forwards: int = 0
-    wall_seconds: float = 0.0
-    cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -36,30 +35,26 @@ class GenerationStats:
             return None
         return self.new_tokens / self.target_forwards
 
+
+@dataclass
+class GenerationStats(DecodeCounters):
+    """Counters of one request (or, merged, of many): the decoding counters, then its wall time
+    and the prompt tokens a server's cache served."""
+
+    wall_seconds: float = 0.0
+    cached_prompt_tokens: int = 0  # prompt tokens an inference server reused from its cache
+
     def merge(self, other: "GenerationStats") -> "GenerationStats":
-        """Sum of counters; wall seconds add up too (callers timing a batch set it themselves)."""
-        return GenerationStats(
-            new_tokens=self.new_tokens + other.new_tokens,
-            draft_tokens_proposed=self.draft_tokens_proposed + other.draft_tokens_proposed,
-            draft_tokens_accepted=self.draft_tokens_accepted + other.draft_tokens_accepted,
-            target_forwards=self.target_forwards + other.target_forwards,
-            draft_forwards=self.draft_forwards + other.draft_forwards,
-            wall_seconds=self.wall_seconds + other.wall_seconds,
-            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
-        )
+        """Sum of counters, field by field; wall seconds add up too (callers timing a batch set it
+        themselves)."""
+        return GenerationStats(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
     def as_dict(self) -> dict:
-        return {
-            "new_tokens": self.new_tokens,
-            "draft_tokens_proposed": self.draft_tokens_proposed,
-            "draft_tokens_accepted": self.draft_tokens_accepted,
-            "target_forwards": self.target_forwards,
-            "draft_forwards": self.draft_forwards,
-            "wall_seconds": self.wall_seconds,
-            "cached_prompt_tokens": self.cached_prompt_tokens,
-            "acceptance_rate": self.acceptance_rate,
-            "tokens_per_target_forward": self.tokens_per_target_forward,
-        }
+        """The counters, then the acceptance rate and tokens per target forward."""
+        data = asdict(self)
+        data["acceptance_rate"] = self.acceptance_rate
+        data["tokens_per_target_forward"] = self.tokens_per_target_forward
+        return data
 
 
 @dataclass

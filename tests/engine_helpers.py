@@ -6,6 +6,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers.pre_tokenizers import ByteLevel
+from transformers import PreTrainedTokenizerFast
 
 from seed_tot.config import DecodeConfig
 from seed_tot.requests import GenerationRequest
@@ -57,3 +60,13 @@ def requests_for(config: DecodeConfig, seeds=None) -> list[GenerationRequest]:
         GenerationRequest(tokenizer.encode(prompt, add_special_tokens=False), config, seed, f"r{i}")
         for i, (prompt, seed) in enumerate(zip(PROMPTS, seeds))
     ]
+
+
+def reversed_byte_tokenizer() -> PreTrainedTokenizerFast:
+    """The tiny byte tokenizer with its byte ids in reverse order: same texts, other ids."""
+    alphabet = sorted(ByteLevel.alphabet(), reverse=True)
+    backend = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.add_special_tokens(["<|endoftext|>", "<|pad|>"])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|pad|>")

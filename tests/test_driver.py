@@ -123,16 +123,19 @@ def test_the_tiny_pair_gives_the_same_traces_at_any_concurrency_and_batching(tin
         update={"value_decode": tiny_config(BFSConfig).thought_decode, "cot_decode": DecodeConfig(max_new_tokens=24)})
     search = BFS(task, None, PromptFormatter(target.tokenizer), config)
     trees = {}
-    for concurrency, continuous in [(1, False), (3, False), (3, True)]:
-        executor = SessionSpy(executor_for(method, target))
-        results = list(solve_many(search.steps, problems, executor, concurrency, continuous=continuous))
-        executor.close()
-        trees[concurrency, continuous] = {r.problem.id: (tree_of(r), r.answer) for r in results}
-        assert bool(executor.sessions) == continuous
-        if method == "seed" and continuous:  # the scheduler's events reach the trace, numbered within each batch
-            events = [e for r in results for b in r.batches for e in b.events]
-            assert {e["kind"] for e in events} >= {"draft_start", "verify_end", "prefill_start"}
-            assert all(0 <= e["request"] < b.size for r in results for b in r.batches for e in b.events)
+    inner = executor_for(method, target)  # one executor for the three runs, as one CLI run uses one (SEED: one worker pool)
+    try:
+        for concurrency, continuous in [(1, False), (3, False), (3, True)]:
+            executor = SessionSpy(inner)
+            results = list(solve_many(search.steps, problems, executor, concurrency, continuous=continuous))
+            trees[concurrency, continuous] = {r.problem.id: (tree_of(r), r.answer) for r in results}
+            assert bool(executor.sessions) == continuous
+            if method == "seed" and continuous:  # the scheduler's events reach the trace, numbered within each batch
+                events = [e for r in results for b in r.batches for e in b.events]
+                assert {e["kind"] for e in events} >= {"draft_start", "verify_end", "prefill_start"}
+                assert all(0 <= e["request"] < b.size for r in results for b in r.batches for e in b.events)
+    finally:
+        inner.close()
     assert trees[1, False] == trees[3, False] == trees[3, True]
     assert executor.sessions[0].joins_while_busy > 0  # searches joined a batch other rows were decoding
     assert len({thought for tree, _ in trees[1, False].values() for _, _, _, thought, *_ in tree}) > 4

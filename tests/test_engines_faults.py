@@ -11,10 +11,7 @@ import sys
 import time
 
 import pytest
-from engine_helpers import THREADS, executor_for, requests_for, tiny_gguf, tiny_server
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from tokenizers.pre_tokenizers import ByteLevel
-from transformers import PreTrainedTokenizerFast
+from engine_helpers import THREADS, executor_for, requests_for, reversed_byte_tokenizer, tiny_gguf, tiny_server
 
 from seed_tot.config import DecodeConfig
 from seed_tot.engines.connect import connect
@@ -30,18 +27,14 @@ def one_sentence(message: str) -> bool:
     return "\n" not in message and message.endswith(".") and ". " not in body.replace("e.g. ", "")
 
 
-def seed_tot(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "seed_tot", *args], capture_output=True, text=True, timeout=timeout)
+def seed_tot_in_process(*args: str):
+    """The CLI in this process (click's runner): a subprocess spends seconds importing torch. Exit
+    codes are click's (a user error: 2; an uncaught exception: 1), as in a real process."""
+    from click.testing import CliRunner
 
+    from seed_tot.cli import main
 
-def reversed_byte_tokenizer() -> PreTrainedTokenizerFast:
-    """The tiny byte tokenizer with its byte ids in reverse order: same texts, other ids."""
-    alphabet = sorted(ByteLevel.alphabet(), reverse=True)
-    backend = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.add_special_tokens(["<|endoftext|>", "<|pad|>"])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", pad_token="<|pad|>")
+    return CliRunner().invoke(main, list(args))
 
 
 def results_of(out) -> list[dict]:
@@ -56,14 +49,13 @@ def test_wrong_tokenizer_is_refused_on_connect(tmp_path):
     assert one_sentence(str(info.value)) and "--target" in str(info.value)
 
 
-@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
 def test_unreachable_url_exits_2_before_any_problem(tmp_path):
     out = tmp_path / "run"
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    proc = seed_tot("gsm8k", *SMALL, "--method", "server", "--server-url", url, "--limit", "1", "--out", str(out))
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    message = proc.stderr.strip().splitlines()[-1].removeprefix("Error: ")
-    assert "Traceback" not in proc.stderr and one_sentence(message) and "Cannot reach the server" in message
+    run = seed_tot_in_process("gsm8k", *SMALL, "--method", "server", "--server-url", url, "--limit", "1", "--out", str(out))
+    assert run.exit_code == 2, (run.exception, run.stderr[-2000:])
+    message = run.stderr.strip().splitlines()[-1].removeprefix("Error: ")
+    assert "Traceback" not in run.stderr and one_sentence(message) and "Cannot reach the server" in message
     assert results_of(out) == []
 
 
@@ -106,20 +98,19 @@ def test_server_killed_mid_run_keeps_finished_problems_and_resume_finishes(tmp_p
         assert os.path.isfile(record["trace_path"])
 
     with tiny_server(tmp_path, slots=2) as again:  # a new server, another port
-        resumed = seed_tot("gsm8k", *SMALL, "--method", "server", "--server-url", again.url,
-                           "--limit", str(limit), "--concurrency", "1", "--out", str(out), "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+        resumed = seed_tot_in_process("gsm8k", *SMALL, "--method", "server", "--server-url", again.url,
+                                      "--limit", str(limit), "--concurrency", "1", "--out", str(out), "--resume")
+    assert resumed.exit_code == 0, (resumed.exception, resumed.stderr[-2000:])
     ids = [r["problem_id"] for r in results_of(out)]
     assert sorted(ids) == sorted(f"gsm8k-{i}" for i in range(1, limit + 1)) and len(ids) == limit
     assert [r["problem_id"] for r in results_of(out)[: len(kept)]] == [r["problem_id"] for r in kept]
 
 
-@pytest.mark.slow  # starts the CLI in subprocesses (imports torch each time)
 def test_llama_cpp_method_runs_and_records_the_engine_then_stops_its_server(tmp_path):
     out = tmp_path / "run"
     before = _llama_children()
-    proc = seed_tot("gsm8k", *SMALL, "--method", "llama-cpp", "--with-draft", "--limit", "1", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = seed_tot_in_process("gsm8k", *SMALL, "--method", "llama-cpp", "--with-draft", "--limit", "1", "--out", str(out))
+    assert run.exit_code == 0, (run.exception, run.stderr[-2000:])
     records = results_of(out)
     assert len(records) == 1 and records[0]["new_tokens"] > 0
     trace = json.loads(open(records[0]["trace_path"]).read())

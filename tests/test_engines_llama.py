@@ -4,10 +4,15 @@ decoding returns, and what speculative serving returns."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from search_helpers import PROBLEM, TOKENIZER, make_task
+
+from seed_tot.api import solve, to_trace
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
+from seed_tot.observe.trace import load_trace, write_trace
 from engine_helpers import PROMPTS, executor_for, requests_for, tiny_server
 
 GREEDY = DecodeConfig(max_new_tokens=48)
@@ -111,3 +116,30 @@ def test_seeded_sampling_at_one_slot_is_reproducible(tmp_path):
     assert [r.token_ids for r in first] == [r.token_ids for r in second]
     assert [r.token_ids for r in first] != [r.token_ids for r in other]  # the seed reaches the sampler
     assert len(PROMPTS) == len(first)
+
+
+def test_reused_prompt_tokens_reach_the_trace(server, tmp_path):
+    """llama.cpp's timings.cache_n of every request: in the node stats, the batch stats and the
+    metrics of the trace; a trace written before the field existed still loads (as 0)."""
+    task = make_task(depth=2)
+    executor = executor_for(server.url, parallel=2)
+    try:
+        result = solve(task, PROBLEM, executor, TOKENIZER, search="bfs", n_thoughts=2, breadth=2, depth=2,
+                       thought_decode=DecodeConfig(max_new_tokens=8, temperature=1.0),
+                       value_decode=DecodeConfig(max_new_tokens=4))
+    finally:
+        executor.close()
+    path = write_trace(tmp_path / "trace.json", to_trace(result, task, executor))
+    trace = load_trace(path)
+    total = trace.metrics.cached_prompt_tokens
+    assert total > 0  # depth-2 prompts extend depth-1 prompts: the server reused their tokens
+    assert sum(b.stats.cached_prompt_tokens for b in trace.batches) == total
+    per_node = [s.cached_prompt_tokens for n in trace.nodes for s in (n.generation, n.evaluation) if s is not None]
+    assert 0 < sum(per_node) <= total  # the requests that made or rated nodes (no CoT requests here)
+
+    old = json.loads(path.read_text())
+    for record in [old["metrics"], *(b["stats"] for b in old["batches"]),
+                   *(n[k] for n in old["nodes"] for k in ("generation", "evaluation") if n[k])]:
+        del record["cached_prompt_tokens"]
+    path.write_text(json.dumps(old))
+    assert load_trace(path).metrics.cached_prompt_tokens == 0

@@ -182,10 +182,7 @@ class BitaDecoder:
 
 
 def bita_decode(
-    target: ModelRunner,
-    prompt_ids: list[int],
-    config: DecodeConfig,
-    seed: int = 0,
+    target: ModelRunner, prompt_ids: list[int], config: DecodeConfig, seed: int = 0,
     prompt: BitaPrompt | None = None,
     candidates: int = DEFAULT_CANDIDATES,
     depth: int | None = None,

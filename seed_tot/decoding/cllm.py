@@ -40,10 +40,7 @@ def trained_runner(target: ModelRunner, checkpoint: str) -> ModelRunner:
 
 
 def cllm_decode(
-    target: ModelRunner,
-    prompt_ids: list[int],
-    config: DecodeConfig,
-    seed: int = 0,
+    target: ModelRunner, prompt_ids: list[int], config: DecodeConfig, seed: int = 0,
     checkpoint: str | None = None,
     block_size: int | None = None,
 ) -> DecodeOutput:

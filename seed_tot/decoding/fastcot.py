@@ -150,10 +150,7 @@ def check_fastcot_settings(window: int, max_iterations: int, max_answer_tokens: 
 
 
 def fastcot_decode(
-    target: ModelRunner,
-    prompt_ids: list[int],
-    config: DecodeConfig,
-    seed: int = 0,
+    target: ModelRunner, prompt_ids: list[int], config: DecodeConfig, seed: int = 0,
     window: int = 8,
     max_iterations: int = 16,
     trigger: str = DEFAULT_TRIGGER,

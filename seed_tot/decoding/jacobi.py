@@ -80,10 +80,7 @@ def jacobi_step(
 
 
 def jacobi_decode(
-    target: ModelRunner,
-    prompt_ids: list[int],
-    config: DecodeConfig,
-    seed: int = 0,
+    target: ModelRunner, prompt_ids: list[int], config: DecodeConfig, seed: int = 0,
     block_size: int = 4,
 ) -> DecodeOutput:
     """Jacobi decoding with blocks of `block_size` tokens (1 pending + block_size - 1 guesses);

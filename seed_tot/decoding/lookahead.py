@@ -36,14 +36,8 @@ from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.decoding.verify import DraftTree, verify_guesses
 from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationStats
-from seed_tot.runtime import (
-    ModelRunner,
-    cache_length,
-    keep_positions,
-    rollback,
-    tree_attention_mask,
-    tree_position_ids,
-)
+from seed_tot.runtime import ModelRunner, cache_length, keep_positions, rollback
+from seed_tot.runtime.masks import tree_attention_mask, tree_position_ids
 
 
 @dataclass
@@ -173,10 +167,7 @@ def lookahead_step(
 
 
 def lookahead_decode(
-    target: ModelRunner,
-    prompt_ids: list[int],
-    config: DecodeConfig,
-    seed: int = 0,
+    target: ModelRunner, prompt_ids: list[int], config: DecodeConfig, seed: int = 0,
     window: int = 5,
     ngram: int = 4,
     candidates: int | None = None,

@@ -29,16 +29,8 @@ from seed_tot.decoding.token_sink import TokenSink
 from seed_tot.decoding.verify import DraftTree, Verdict, verify_tree
 from seed_tot.errors import SeedTotError
 from seed_tot.requests import GenerationStats
-from seed_tot.runtime import (
-    KVCache,
-    ModelRunner,
-    cache_length,
-    keep_positions,
-    rollback,
-    tree_attention_mask,
-    tree_position_ids,
-)
-from seed_tot.runtime.masks import tree_depths
+from seed_tot.runtime import KVCache, ModelRunner, cache_length, keep_positions, rollback
+from seed_tot.runtime.masks import tree_attention_mask, tree_depths, tree_position_ids
 
 
 class Drafter(Protocol):

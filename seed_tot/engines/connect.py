@@ -1,8 +1,9 @@
 """Before any problem starts: reach the server, learn its API, check its tokenizer, describe it.
 
 Every failure here is one EngineError sentence (the CLI exits with code 2): a wrong URL or a dead
-server, no reply in time, a server that speaks neither API, or a tokenizer that splits the probe
-text differently from the local one (prompts go to the server as token ids, so the two must agree).
+server, no reply in time, a server that speaks neither API, a tokenizer that splits the probe
+text differently from the local one (prompts go to the server as token ids, so the two must agree),
+or an OpenAI-compatible server that does not return the generated token ids.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seed_tot.engines import llama_api
+from seed_tot.config import DecodeConfig
+from seed_tot.engines import llama_api, openai_api
 from seed_tot.engines.http import Refused, Unreachable, call_json
 from seed_tot.errors import EngineError, TokenizerMismatchError
+from seed_tot.requests import GenerationRequest
 
 # Spaces, digits, punctuation, a newline and non-ASCII letters: where tokenizers usually differ.
 PROBE_TEXT = "Tree of thoughts: 12 + 30 = 42.\n  Naïve café, 東京 ✓"
@@ -39,6 +42,8 @@ def connect(url: str, tokenizer, api: str = "auto", timeout: float = 10.0) -> Se
             raise EngineError(f"The server at {url} has no llama.cpp /props endpoint: check --server-url or use --server-api openai.")
         info = _openai_info(url, timeout)
     check_tokenizer(info, tokenizer, timeout)
+    if info.api == "openai":
+        check_token_ids(info, tokenizer, timeout)
     return info
 
 
@@ -104,15 +109,15 @@ def _optional(url: str, path: str, timeout: float) -> dict:
 
 def server_tokens(info: ServerInfo, text: str, timeout: float) -> list[int] | None:
     """The server's token ids for `text` (no special tokens added), or None without /tokenize."""
-    if info.api == "llama.cpp":
-        body = {"content": text, "add_special": False}
-    else:
-        body = {"model": info.model, "prompt": text, "add_special_tokens": False}
+    body = {"content": text, "add_special": False}  # llama.cpp's names, also on its OpenAI-compatible side
+    if info.api == "openai":
+        body.update(model=info.model, prompt=text, add_special_tokens=False)  # vLLM's and SGLang's names
     try:
         reply = _get(info.url, "/tokenize", timeout, body)
     except Refused:
         return None
-    return [int(t) for t in reply.get("tokens", [])]
+    tokens = reply.get("tokens")
+    return [int(t) for t in tokens] if tokens or not text else None  # no tokens for a text: fields not read
 
 
 def check_tokenizer(info: ServerInfo, tokenizer, timeout: float) -> None:
@@ -120,14 +125,28 @@ def check_tokenizer(info: ServerInfo, tokenizer, timeout: float) -> None:
     remote = server_tokens(info, PROBE_TEXT, timeout)
     if remote is None:
         raise EngineError(
-            f"The server at {info.url} has no /tokenize endpoint, so its tokenizer cannot be checked: "
-            "use a server with one (llama.cpp, vLLM)."
+            f"The server at {info.url} has no /tokenize endpoint that tokenizes the probe text, so its tokenizer "
+            "cannot be checked: use a server with one (llama.cpp, vLLM)."
         )
     if remote != local:
         raise TokenizerMismatchError(
             f"The server at {info.url} splits text into other tokens than the local tokenizer "
             f"({len(remote)} vs {len(local)} tokens for a probe text): pass the server's model as --target."
         )
+
+
+def check_token_ids(info: ServerInfo, tokenizer, timeout: float) -> None:
+    """Ask for one greedy token: an OpenAI-compatible server must return the generated token ids."""
+    prompt = [int(t) for t in tokenizer.encode(PROBE_TEXT, add_special_tokens=False)]
+    request = GenerationRequest(prompt, DecodeConfig(max_new_tokens=1), 0, "connect-probe")
+    try:
+        reply = _get(info.url, openai_api.PATH, timeout, openai_api.completion_body(request, info.model))
+    except Refused as exc:
+        raise EngineError(
+            f"The server at {info.url} refused a one-token completion ({exc}): check --server-url and --target."
+        ) from None
+    if openai_api.reply_tokens(reply) is None:
+        raise EngineError(openai_api.text_only_message(info.url))
 
 
 def file_sha256(path: str) -> str | None:

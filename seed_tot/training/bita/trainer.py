@@ -32,6 +32,10 @@ LOG_FILE = "log.jsonl"
 
 @dataclass(frozen=True)
 class TrainSettings:
+    """`seed-tot train bita`'s settings: `steps` Adam steps (one sample each) peaking at `lr` after a
+    linear warm-up of `warmup` steps, then cosine decay; `prefix_len` prompt and `masks` mask tokens,
+    started from the model's tokens or at random (`init`, see init_prompt); saved every `save_every` steps."""
+
     steps: int = 300
     lr: float = 1e-2
     warmup: int = 10
