@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+from signal_helpers import sigint_as_at_a_terminal
 from engine_helpers import THREADS, executor_for, requests_for, reversed_byte_tokenizer, tiny_gguf, tiny_server
 
 from seed_tot.config import DecodeConfig
@@ -172,7 +173,7 @@ def _llama_children() -> set[int]:
 def test_serve_prints_its_url_serves_and_stops_on_ctrl_c(tmp_path):
     before = _llama_children()
     serve = subprocess.Popen([sys.executable, "-m", "seed_tot", "serve", "--tiny", "--threads", "1", "--slots", "2"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_as_at_a_terminal)
     try:
         first = serve.stdout.readline()
         url = first.split(" at ")[-1].strip()

@@ -12,6 +12,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from signal_helpers import sigint_as_at_a_terminal  # noqa: E402
 from ray_helpers import SPEC, NodeRecordingGsm8k, comparable, in_process, problems, work  # noqa: E402
 
 from seed_tot.distributed.ray_pool import solve_on_ray  # noqa: E402
@@ -79,7 +80,8 @@ def test_cli_joins_the_cluster_equals_the_in_process_cli_and_resumes(cluster, tm
 def test_ctrl_c_keeps_every_finished_problem_and_ends_the_actors(cluster, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "seed_tot", "gsm8k", *CLI, "--limit", "12", "--out", str(out),
-                             "--ray", cluster.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--ray", cluster.address], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_at_a_terminal)
     for line in proc.stdout:
         if line.startswith("[gsm8k-"):
             break
