@@ -87,10 +87,11 @@ def stage_pretrain(s: dict, data: dict, run: Path) -> Path:
     started = time.time()
     path = pretrain([p.text for p in data["train"]], run / "model", settings,
                     {"train_seed": s["train_seed"], "train_texts": s["train_texts"]}, on_save=evaluate)
-    if not (run / "base_eval.json").is_file():
+    done = settings.steps
+    if not (run / "base_eval.json").is_file() or json.loads((run / "base_eval.json").read_text())["pretrain_steps"] != done:
         runner = load_model(str(path), dtype="float32", device="cpu")
         acc = accuracy(runner, data["eval"], s["max_new_tokens"])
-        (run / "base_eval.json").write_text(json.dumps({"accuracy": acc, "problems": len(data["eval"]), "seed": s["eval_seed"], "load": load_average(), "seconds_since_stage_start": time.time() - started}) + "\n")
+        (run / "base_eval.json").write_text(json.dumps({"accuracy": acc, "problems": len(data["eval"]), "seed": s["eval_seed"], "pretrain_steps": done, "load": load_average(), "seconds_since_stage_start": time.time() - started}) + "\n")
     return path
 
 
@@ -100,6 +101,10 @@ def stage_cllm(s: dict, data: dict, run: Path, model: Path) -> Path:
         prompts.write_text("".join(json.dumps({"id": f"train:{i}", "prompt": p.prompt}) + "\n" for i, p in enumerate(data["cllm"])))
     c = s["cllm"]
     out = run / "cllm"
+    marker = run / "cllm_base.json"
+    if marker.is_file() and json.loads(marker.read_text()) != {"pretrain_steps": s["pretrain"]["steps"]}:
+        raise click.UsageError(f"{out} was trained on an earlier state of the model ({marker}): move it away to redo CLLM.")
+    marker.write_text(json.dumps({"pretrain_steps": s["pretrain"]["steps"]}) + "\n")
     command = [sys.executable, "-c", "from seed_tot.cli import main; main()", "train", "cllm", "--model", str(model),
                "--prompts", str(prompts), "--out", str(out), "--block-size", str(c["block_size"]),
                "--max-new-tokens", str(s["max_new_tokens"]), "--steps", str(c["steps"]), "--full", "--lr", str(c["lr"]),
@@ -210,10 +215,29 @@ DEFAULTS = {
 }
 
 
+def _fixed(s: dict) -> dict:
+    """Settings that must not change on a rerun: all but the pretraining length (which may grow)."""
+    return {k: v for k, v in s.items() if k not in ("train_texts", "pretrain", "history")} | {
+        "pretrain": {k: v for k, v in s["pretrain"].items() if k != "steps"}}
+
+
+def write_settings(path: Path, s: dict) -> None:
+    history = []
+    if path.is_file():
+        old = json.loads(path.read_text())
+        history = old.get("history", [])
+        if _fixed(old) != _fixed(s) or s["pretrain"]["steps"] < old["pretrain"]["steps"] or s["train_texts"] < old["train_texts"]:
+            raise click.UsageError(f"{path.parent} was started with other settings ({path}): use another --run-dir.")
+        if (old["pretrain"]["steps"], old["train_texts"]) != (s["pretrain"]["steps"], s["train_texts"]):
+            history.append({"pretrain_steps": old["pretrain"]["steps"], "train_texts": old["train_texts"], "extended_at": time.time()})
+    path.write_text(json.dumps(s | {"history": history}, indent=1) + "\n")
+
+
 @click.command()
 @click.option("--run-dir", default="/work/cllm_runs/synthetic", show_default=True, help="Model, checkpoint, per-problem rows (large files).")
 @click.option("--results", default="docs/results/cllm_synthetic", show_default=True, help="Settings, logs and tables (small files).")
 @click.option("--pretrain-steps", type=int, default=1000, show_default=True)
+@click.option("--train-texts", type=int, default=DEFAULTS["train_texts"], show_default=True, help="Pretraining texts (one pass: steps x batch size).")
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--layers", type=int, default=4, show_default=True)
 @click.option("--hidden", type=int, default=256, show_default=True)
@@ -222,19 +246,16 @@ DEFAULTS = {
 @click.option("--cllm-lr", type=float, default=2e-4, show_default=True)
 @click.option("--block-size", type=int, default=16, show_default=True)
 @click.option("--measure-problems", type=int, default=DEFAULTS["measure_problems"], show_default=True)
-def main(run_dir, results, pretrain_steps, batch_size, layers, hidden, cllm_prompts, cllm_steps, cllm_lr, block_size, measure_problems):
+def main(run_dir, results, pretrain_steps, train_texts, batch_size, layers, hidden, cllm_prompts, cllm_steps, cllm_lr, block_size, measure_problems):
     torch.set_num_threads(1)
     run, res = Path(run_dir), Path(results)
     run.mkdir(parents=True, exist_ok=True)
     res.mkdir(parents=True, exist_ok=True)
     pre = PretrainSettings(layers=layers, hidden=hidden, intermediate=3 * hidden, steps=pretrain_steps, batch_size=batch_size)
-    s = DEFAULTS | {"cllm_prompts": cllm_prompts, "measure_problems": measure_problems, "pretrain": asdict(pre),
+    s = DEFAULTS | {"train_texts": train_texts, "cllm_prompts": cllm_prompts, "measure_problems": measure_problems, "pretrain": asdict(pre),
                     "cllm": {"steps": cllm_steps, "lr": cllm_lr, "block_size": block_size, "seed": 0, "full": True},
                     "threads": 1, "dtype": "float32"}
-    settings_path = run / "settings.json"
-    if settings_path.is_file() and json.loads(settings_path.read_text()) != s:
-        raise click.UsageError(f"{run} was started with other settings ({settings_path}): use another --run-dir.")
-    settings_path.write_text(json.dumps(s, indent=1) + "\n")
+    write_settings(run / "settings.json", s)
     data = splits(s)
     model = stage_pretrain(s, data, run)
     checkpoint = stage_cllm(s, data, run, model)

@@ -77,11 +77,35 @@ def next_token_loss(model, ids: torch.Tensor, mask: torch.Tensor, labels: torch.
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1))
 
 
+EXTENSIBLE = ("steps", "texts")  # a finished or stopped run may be extended with more steps on more texts
+
+
+def _comparable(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in ("history",)} | {
+        "settings": {k: v for k, v in record["settings"].items() if k != "steps"}, "texts": None,
+        "corpus": {k: v for k, v in record["corpus"].items() if k != "train_texts"}}
+
+
 def _check_settings(out: Path, record: dict) -> None:
+    """Refuse other settings in `out`, except more steps on at least as many texts (an extension:
+    the learning-rate schedule is then the longer run's from the step reached, a warm restart);
+    every extension is kept in the record's history."""
     path = out / SETTINGS_FILE
-    if path.is_file() and json.loads(path.read_text()) != record:
-        raise ConfigError(f"{out} holds a pretraining run with other settings ({path}): use a new directory.")
-    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    history = []
+    if path.is_file():
+        old = json.loads(path.read_text())
+        history = old.get("history", [])
+        same = _comparable(old) == _comparable(record)
+        longer = record["settings"]["steps"] >= old["settings"]["steps"] and record["texts"] >= old["texts"]
+        if not (same and longer):
+            raise ConfigError(f"{out} holds a pretraining run with other settings ({path}): use a new directory.")
+        if record["settings"]["steps"] != old["settings"]["steps"] or record["texts"] != old["texts"]:
+            history.append({"steps": old["settings"]["steps"], "texts": old["texts"], "extended_to": [record["settings"]["steps"], record["texts"]]})
+    path.write_text(json.dumps(record | {"history": history}, indent=1, sort_keys=True) + "\n")
+
+
+def _saved_step(out: Path) -> int:
+    return int(torch.load(out / STATE_FILE, weights_only=True)["step"]) if (out / STATE_FILE).is_file() else 0
 
 
 def pretrain(
@@ -92,7 +116,7 @@ def pretrain(
     model directory. `on_save(step, model)` runs at each save (e.g. to evaluate)."""
     out.mkdir(parents=True, exist_ok=True)
     _check_settings(out, {"settings": asdict(settings), "corpus": corpus_meta or {}, "texts": len(texts)})
-    if (out / DONE_FILE).is_file():
+    if (out / DONE_FILE).is_file() and _saved_step(out) >= settings.steps:
         return out
     if len(texts) < settings.batch_size:
         raise ConfigError(f"{len(texts)} texts are fewer than one batch of {settings.batch_size}.")
