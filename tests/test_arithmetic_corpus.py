@@ -84,6 +84,8 @@ def test_pretraining_resumes_exactly_and_saves_a_loadable_model(tmp_path):
     with pytest.raises(Stop):
         pretrain(texts, tmp_path / "b", TINY, on_save=interrupt)  # stops after saving step 3
     halfway = final_weights(tmp_path / "b")
+    with open(tmp_path / "b" / LOG_FILE, "a") as log:
+        log.write(json.dumps({"step": 4, "loss": 0.0}) + "\n")  # logged after the last save, then stopped
     resumed = load_model(str(pretrain(texts, tmp_path / "b", TINY)), dtype="float32", device="cpu")
     log = [json.loads(line) for line in (tmp_path / "b" / LOG_FILE).read_text().splitlines()]
     assert [row["step"] for row in log] == [1, 2, 3, 4, 5, 6]

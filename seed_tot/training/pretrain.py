@@ -108,6 +108,13 @@ def _saved_step(out: Path) -> int:
     return int(torch.load(out / STATE_FILE, weights_only=True)["step"]) if (out / STATE_FILE).is_file() else 0
 
 
+def _drop_log_after(path: Path, step: int) -> None:
+    """Keep the log rows of the steps a resumed run continues from (a stopped run logs past its last save)."""
+    if path.is_file():
+        rows = [line for line in path.read_text().splitlines(keepends=True) if line.endswith("\n") and json.loads(line)["step"] <= step]
+        path.write_text("".join(rows))
+
+
 def pretrain(
     texts: list[str], out: Path, settings: PretrainSettings, corpus_meta: dict | None = None,
     on_save: Callable[[int, torch.nn.Module], None] | None = None,
@@ -131,6 +138,7 @@ def pretrain(
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start = int(state["step"])
+    _drop_log_after(out / LOG_FILE, start)
     encoded = [ids + [eos] for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     model.train()
     with open(out / LOG_FILE, "a") as log:
