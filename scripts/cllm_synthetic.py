@@ -14,10 +14,10 @@ settings, the logs and the results table (no weights).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -26,6 +26,7 @@ from pathlib import Path
 import click
 import torch
 
+from seed_tot.cli import main as cli_main
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.cllm import cllm_decode, trained_runner
@@ -105,15 +106,14 @@ def stage_cllm(s: dict, data: dict, run: Path, model: Path) -> Path:
     if marker.is_file() and json.loads(marker.read_text()) != {"pretrain_steps": s["pretrain"]["steps"]}:
         raise click.UsageError(f"{out} was trained on an earlier state of the model ({marker}): move it away to redo CLLM.")
     marker.write_text(json.dumps({"pretrain_steps": s["pretrain"]["steps"]}) + "\n")
-    command = [sys.executable, "-c", "from seed_tot.cli import main; main()", "train", "cllm", "--model", str(model),
-               "--prompts", str(prompts), "--out", str(out), "--block-size", str(c["block_size"]),
-               "--max-new-tokens", str(s["max_new_tokens"]), "--steps", str(c["steps"]), "--full", "--lr", str(c["lr"]),
-               "--threads", "1", "--seed", str(c["seed"])]
+    args = ["train", "cllm", "--model", str(model), "--prompts", str(prompts), "--out", str(out),
+            "--block-size", str(c["block_size"]), "--max-new-tokens", str(s["max_new_tokens"]), "--steps", str(c["steps"]),
+            "--full", "--lr", str(c["lr"]), "--threads", "1", "--seed", str(c["seed"])]
     started, load = time.time(), load_average()
-    with open(run / "cllm.log", "a") as log:
-        log.write(f"# {' '.join(command)}\n")
-        log.flush()
-        subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"TQDM_MININTERVAL": "30"})
+    # in this process (not a child), so stopping the script stops the training with it
+    with open(run / "cllm.log", "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        print(f"# seed-tot {' '.join(args)}", flush=True)
+        cli_main.main(args, standalone_mode=False)
     log_line(run / "cllm_runs.jsonl", {"seconds": time.time() - started, "load_start": load, "load_end": load_average()})
     return out
 
