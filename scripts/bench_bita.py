@@ -111,6 +111,8 @@ def main() -> None:
         raise SystemExit("Evaluation prompts must come from GSM8K rows 1-300 (training uses rows 301 on).")
     rows = methods(target, args)
     config = DecodeConfig(max_new_tokens=args.max_new_tokens)
+    for _, decode in rows:  # warm-up: the first call of a process pays one-time costs (allocations, kernels)
+        decode(cot_prompt_ids(target, problems[args.start].question), DecodeConfig(max_new_tokens=4))
     started, load_before = time.time(), os.getloadavg()
     records = []
     for i, problem in enumerate(problems[args.start :]):
@@ -120,6 +122,7 @@ def main() -> None:
     settings = {k: v for k, v in vars(args).items()} | {"rows": f"GSM8K test rows {args.start + 1}-{args.start + args.prompts}",
                                                          "dtype_resolved": str(target.dtype), "load_before": load_before,
                                                          "minutes": round((time.time() - started) / 60, 1),
+                                                         "load_after": os.getloadavg(), "warm_up": "every method once, 4 tokens",
                                                          "command": " ".join(["python", *sys.argv])}
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)

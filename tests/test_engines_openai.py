@@ -128,3 +128,19 @@ def test_seeded_sampling_is_reproducible_and_draws_what_the_llama_body_draws(ser
     assert texts == [llama_reply["content"] for _, llama_reply in first]
     assert texts == [c["text"] for c in second]
     assert texts != [c["text"] for c in other]  # the seed reaches the sampler
+
+
+def test_cached_prompt_tokens_are_read_from_usage_as_the_server_reports_them(server):
+    """The same prompt twice: the second reply's usage.prompt_tokens_details.cached_tokens counts
+    the prompt tokens the server reused, and the client reports that count (a reply without the
+    field counts 0)."""
+    request = requests_for(GREEDY)[0]
+    model = _openai_info(server.url, 10.0).model
+    body = openai_api.completion_body(request, model)
+    call_json(server.url, openai_api.PATH, body)
+    again = call_json(server.url, openai_api.PATH, body)
+    reported = again["usage"].get("prompt_tokens_details", {}).get("cached_tokens")
+    assert reported is not None, again["usage"]
+    assert 0 < reported <= len(request.prompt_ids)
+    assert openai_api.cached_prompt_tokens(again) == reported
+    assert openai_api.cached_prompt_tokens({"choices": [{}], "usage": {"prompt_tokens": 3}}) == 0

