@@ -17,10 +17,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from seed_tot.errors import ConfigError
-from seed_tot.models.tiny import byte_tokenizer
+from seed_tot.models.tiny import byte_tokenizer, small_causal_lm
 
 STATE_FILE = "pretrain_state.pt"
 LOG_FILE = "pretrain_log.jsonl"
@@ -42,15 +41,6 @@ class PretrainSettings:
     weight_decay: float = 0.01
     seed: int = 0
     save_every: int = 100
-
-
-def model_config(settings: PretrainSettings, vocab_size: int, eos: int, pad: int) -> Qwen2Config:
-    return Qwen2Config(
-        vocab_size=vocab_size, hidden_size=settings.hidden, intermediate_size=settings.intermediate,
-        num_hidden_layers=settings.layers, num_attention_heads=settings.heads, num_key_value_heads=settings.kv_heads,
-        max_position_embeddings=1024, tie_word_embeddings=True, eos_token_id=eos, pad_token_id=pad, bos_token_id=None,
-        attn_implementation="sdpa",
-    )
 
 
 def learning_rate(step: int, settings: PretrainSettings) -> float:
@@ -130,7 +120,8 @@ def pretrain(
     tokenizer = byte_tokenizer()
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     torch.manual_seed(settings.seed)
-    model = Qwen2ForCausalLM(model_config(settings, len(tokenizer), eos, pad))
+    model = small_causal_lm(len(tokenizer), settings.hidden, settings.intermediate, settings.layers,
+                            settings.heads, settings.kv_heads, eos, pad)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, betas=(0.9, 0.98))
     start = 0
     if (out / STATE_FILE).is_file():
