@@ -219,3 +219,24 @@ def test_train_cllm_command_runs_resumes_and_refuses_evaluation_rows(tmp_path):
     assert json.loads((tmp_path / "ck" / "checkpoint.json").read_text())["steps_done"] == 3
     refused = CliRunner().invoke(main, ["train", "cllm", "--model", "tiny", "--rows", "1-100"])
     assert refused.exit_code == 2 and "kept for evaluation" in refused.output
+
+
+def test_train_cllm_takes_prompts_from_a_file(tmp_path):
+    from click.testing import CliRunner
+
+    from seed_tot.cli import main
+    from seed_tot.models.tiny import byte_tokenizer
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "Q: 2+3?\\nA:"}\n{"id": "b", "prompt": "Q: 7*8?\\nA:"}\n')
+    args = ["train", "cllm", "--model", "tiny", "--out", str(tmp_path / "ck"), "--prompts", str(prompts),
+            "--block-size", "4", "--max-new-tokens", "8", "--collect-only", "--threads", "1"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    blocks = read_blocks(tmp_path / "ck" / "trajectories.jsonl")
+    assert [b.prompt_id for b in blocks if b.context_ids[: b.prompt_length] == b.context_ids] == ["a", "b"]
+    encoded = byte_tokenizer()("Q: 7*8?\nA:", add_special_tokens=False)["input_ids"]
+    assert [b.context_ids[: b.prompt_length] for b in blocks if b.prompt_id == "b"][0] == encoded  # verbatim, no template
+    prompts.write_text('{"id": "a", "prompt": "x"}\n{"prompt": "no id"}\n')
+    bad = CliRunner().invoke(main, args[:5] + [str(tmp_path / "bad")] + args[6:])
+    assert bad.exit_code != 0 and "line 2" in bad.output

@@ -1,4 +1,4 @@
-"""`seed-tot train cllm`: collect the model's Jacobi trajectories on GSM8K questions, then fine-tune it."""
+"""`seed-tot train cllm`: collect the model's Jacobi trajectories on GSM8K questions (or given prompts), then fine-tune it."""
 
 from __future__ import annotations
 
@@ -34,6 +34,20 @@ def training_prompts(runner, data: str | None, rows: tuple[int, int], limit: int
     return [(f"gsm8k:{p.meta['line']}", cot_prompt_ids(runner, p.question)) for p in problems[:limit]]
 
 
+def file_prompts(runner, path: str, limit: int | None) -> list[tuple[str, list[int]]]:
+    """Prompts from a JSONL file of {"id": ..., "prompt": ...} rows, encoded verbatim (no template)."""
+    prompts = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            prompts.append((str(row["id"]), runner.encode(row["prompt"])))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}, line {number}: expected a JSON object with 'id' and 'prompt' ({exc}).") from exc
+    return prompts[:limit]
+
+
 def output_dir(out: str | None, model: str) -> Path:
     from seed_tot.models.checkpoints import checkpoints_root
 
@@ -47,7 +61,8 @@ def output_dir(out: str | None, model: str) -> Path:
 @click.option("--out", default=None, help="Checkpoint name (under the checkpoint cache) or directory; default cllm-<model>.")
 @click.option("--data", default=None, help="GSM8K jsonl (default: the bundled test split).")
 @click.option("--rows", default="301-1319", show_default=True, help="1-based rows of --data whose questions are the training prompts.")
-@click.option("--limit", type=int, default=None, help="Use only the first LIMIT prompts of --rows.")
+@click.option("--prompts", "prompts_file", default=None, help="JSONL of {\"id\", \"prompt\"} rows to use instead of GSM8K (prompt text encoded as is, no template).")
+@click.option("--limit", type=int, default=None, help="Use only the first LIMIT prompts of --rows (or --prompts).")
 @click.option("--block-size", type=int, default=16, show_default=True, help="Jacobi block n (tokens per block).")
 @click.option("--max-new-tokens", type=int, default=256, show_default=True, help="Tokens generated per prompt.")
 @click.option("--steps", type=int, default=200, show_default=True, help="Training steps (one block each).")
@@ -59,7 +74,7 @@ def output_dir(out: str | None, model: str) -> Path:
 @click.option("--collect-only", is_flag=True, help="Stop after collecting the trajectories.")
 @click.option("--threads", type=int, default=None, help="torch threads (default: all cores).")
 @click.option("--seed", type=int, default=0, show_default=True)
-def cllm(model, out, data, rows, limit, block_size, max_new_tokens, steps, lr, full, lora_r, lora_alpha, ar_weight, collect_only, threads, seed):
+def cllm(model, out, data, rows, prompts_file, limit, block_size, max_new_tokens, steps, lr, full, lora_r, lora_alpha, ar_weight, collect_only, threads, seed):
     """CLLM: record the model's greedy Jacobi trajectories (<out>/trajectories.jsonl), then train it
     with the consistency + AR loss. Both stages resume where a previous run with the same --out stopped."""
     import torch
@@ -76,9 +91,12 @@ def cllm(model, out, data, rows, limit, block_size, max_new_tokens, steps, lr, f
         raise ConfigError("Give --block-size of 2 or more, --max-new-tokens of 1 or more and --steps of 0 or more.")
     directory = output_dir(out, model)
     runner = load_model(model, dtype="float32", device="cpu")
-    prompts = training_prompts(runner, data, row_range, limit)
+    if prompts_file:
+        prompts = file_prompts(runner, prompts_file, limit)
+    else:
+        prompts = training_prompts(runner, data, row_range, limit)
     if not prompts:
-        raise ConfigError(f"No GSM8K rows in {rows}: the data has fewer lines.")
+        raise ConfigError(f"No prompts in {prompts_file}." if prompts_file else f"No GSM8K rows in {rows}: the data has fewer lines.")
     started = time.perf_counter()
     blocks = collect_to_file(runner, prompts, directory / "trajectories.jsonl", block_size, max_new_tokens)
     counts = summarize(blocks)
@@ -89,7 +107,7 @@ def cllm(model, out, data, rows, limit, block_size, max_new_tokens, steps, lr, f
     settings = TrainSettings(steps=steps, lr=lr or (2e-5 if full else 2e-4), lora=not full, lora_r=lora_r,
                              lora_alpha=lora_alpha, ar_weight=ar_weight, seed=seed)
     meta = {"method": "cllm", "base_model": model, "block_size": block_size, "max_new_tokens": max_new_tokens,
-            "rows": rows, "prompts": len(prompts), "blocks": len(blocks), "dtype": "float32"}
+            "rows": None if prompts_file else rows, "prompts_file": prompts_file, "prompts": len(prompts), "blocks": len(blocks), "dtype": "float32"}
     started = time.perf_counter()
     train_cllm(runner.model, blocks, directory, settings, meta)
     click.echo(f"trained {steps} steps in {time.perf_counter() - started:.0f} s: checkpoint {directory} "

@@ -48,6 +48,17 @@ def tiny_config(vocab_size: int, eos_token_id: int | None, pad_token_id: int | N
     )
 
 
+def small_causal_lm(vocab_size: int, hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int,
+                    eos_token_id: int, pad_token_id: int) -> Qwen2ForCausalLM:
+    """A freshly initialised Qwen2-architecture model (tied embeddings) to train from scratch."""
+    return Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=1024,
+        tie_word_embeddings=True, eos_token_id=eos_token_id, pad_token_id=pad_token_id, bos_token_id=None,
+        attn_implementation="sdpa",
+    ))
+
+
 def _seeded_model(config: Qwen2Config, seed: int, dtype: torch.dtype) -> Qwen2ForCausalLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
