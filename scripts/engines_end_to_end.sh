@@ -4,7 +4,8 @@
 # wall time, tokens/s over the run, accuracy and peak RSS of the whole process tree.
 #
 #   scripts/engines_end_to_end.sh [OUT] [METHOD ...]
-#   METHOD: batched-lookup | llama-cpp | llama-cpp-draft | hf-generate | ar | ...
+#   METHOD: batched-lookup | batched-lookup-logits | llama-cpp | llama-cpp-draft | hf-generate | ar | ...
+#   (batched-lookup-logits: batched-lookup with the logit State Evaluator, --value-mode logits)
 #   E2E_START / E2E_LIMIT select other problems (default 30 / 12: problems 31-42).
 #
 # A method whose folder already holds runs.jsonl is skipped, so an interrupted run resumes by
@@ -25,6 +26,7 @@ for method in "$@"; do
     mkdir -p "$folder"
     args=(--method "$method")
     [ "$method" = llama-cpp-draft ] && args=(--method llama-cpp --with-draft)
+    [ "$method" = batched-lookup-logits ] && args=(--method batched-lookup --value-mode logits)
     uptime >"$folder/uptime_before.txt"
     echo "== $(date -u +%FT%TZ) seed-tot gsm8k --start $START --limit $LIMIT ${args[*]}"
     /usr/bin/time -v -o "$folder/time_v.txt" \
