@@ -9,7 +9,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER
 from test_report import task, write_run
 
-from seed_tot.cli.compare import comparison_report
+from seed_tot.cli.compare import comparison_report, run_label
 from seed_tot.observe.paired_stats import expected_vote_accuracy, majority_credit, mcnemar_exact, paired_bootstrap
 from seed_tot.search import BestOfN, SearchConfig
 from seed_tot.search.answers import select_answer
@@ -112,8 +112,18 @@ def test_report_pairs_a_pool_with_a_tree_run_by_problem_id(tmp_path):
     # K=4: a 2-2 tie (1/2) and a 3-1 loss
     assert by_label["self-consistency K=4"].per_problem == pytest.approx([0.5, 0.0])
     tree = next(p for p in points if p.label.endswith(": final"))
-    assert tree.per_problem == [1.0, 1.0]
+    assert tree.per_problem == [1.0, 1.0] and "k=1 samples" in tree.label
     assert "McNemar exact" in text and "paired bootstrap" in text and "prompt (prefill) tokens are not counted" in text
+
+
+def test_a_logit_evaluator_run_is_labelled_without_a_sample_count(tmp_path):
+    write_run(tmp_path / "tree", [Problem(id="mine-1", question="What is 3 + 4?", gold="7")])
+    trace_path = tmp_path / "tree" / "traces" / "mine-1.json"
+    trace = json.loads(trace_path.read_text())
+    trace["config"]["search"]["value_mode"] = "logits"
+    trace_path.write_text(json.dumps(trace))
+    label = run_label(tmp_path / "tree")
+    assert "logits" in label and "k=" not in label
 
 
 def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):

@@ -149,7 +149,8 @@ def run_label(folder: Path) -> str:
         parts.append(f"b={search['breadth']}")
     if "iterations" in search:
         parts.append(f"iterations={search['iterations']}")
-    parts += [f"k={search.get('value_samples')} {search.get('value_mode', 'samples')}",
+    value_mode = search.get("value_mode", "samples")
+    parts += [f"k={search.get('value_samples')} samples" if value_mode == "samples" else value_mode,
               f"cot samples {search.get('cot_samples', 'not recorded')}",
               f"vote {search.get('vote_weight', 'leaf')}", trace.config.get("dtype", "dtype not recorded"),
               trace.config.get("method", trace.executor)]
