@@ -86,7 +86,17 @@ def chains_of(task: Task, problem: Problem, greedy: GenerationResult | None, sam
     return chains
 
 
-def pool_chains(folder: Path, task_of, bundled_of) -> dict[str, tuple[Problem, Chains]]:
+@dataclass
+class PoolProblem:
+    """One problem's recorded chains in a pool: the greedy chain (may be missing) and the samples in index order."""
+
+    task: Task
+    problem: Problem
+    greedy: GenerationResult | None
+    samples: list[GenerationResult]
+
+
+def pool_problems(folder: Path, task_of, bundled_of) -> dict[str, PoolProblem]:
     """The chains of a folder's cot_samples.jsonl (rows of one problem joined in index order)."""
     rows: dict[str, list[dict]] = {}
     for row in read_jsonl(folder / "cot_samples.jsonl"):
@@ -105,8 +115,14 @@ def pool_chains(folder: Path, task_of, bundled_of) -> dict[str, tuple[Problem, C
                 greedy = as_result(row["greedy"], row["greedy_finish_reason"], row["greedy_token_count"], 0)
             indices = [i for i in sample_indices(row) if i != 0]
             by_index.update(zip(indices, sample_results(row), strict=True))
-        found[problem_id] = (problem, chains_of(task, problem, greedy, [by_index[i] for i in sorted(by_index)]))
+        found[problem_id] = PoolProblem(task, problem, greedy, [by_index[i] for i in sorted(by_index)])
     return found
+
+
+def pool_chains(folder: Path, task_of, bundled_of) -> dict[str, tuple[Problem, Chains]]:
+    """The chains of a folder's cot_samples.jsonl, as votes."""
+    return {pid: (p.problem, chains_of(p.task, p.problem, p.greedy, p.samples))
+            for pid, p in pool_problems(folder, task_of, bundled_of).items()}
 
 
 def pool_problem(row: dict, bundled: dict[str, Problem]) -> Problem:
@@ -157,8 +173,8 @@ def run_label(folder: Path) -> str:
     return f"{folder.name} ({', '.join(str(p) for p in parts)})"
 
 
-def load_folders(folders: list[Path], task_of):
-    """(tree runs, chains per problem, the chains' source folder)."""
+def bundled_loader():
+    """A function from a task to its bundled problems by id, each task loaded once."""
     bundles: dict[str, dict[str, Problem]] = {}
 
     def bundled_of(task: Task) -> dict[str, Problem]:
@@ -166,6 +182,12 @@ def load_folders(folders: list[Path], task_of):
             bundles[task.name] = {p.id: p for p in task.load()}
         return bundles[task.name]
 
+    return bundled_of
+
+
+def load_folders(folders: list[Path], task_of):
+    """(tree runs, chains per problem, the chains' source folder)."""
+    bundled_of = bundled_loader()
     trees, pools = [], []
     for folder in folders:
         is_run, has_pool = (folder / "results.jsonl").is_file(), (folder / "cot_samples.jsonl").is_file()
