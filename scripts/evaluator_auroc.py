@@ -31,6 +31,7 @@ from pathlib import Path
 
 import click
 
+from seed_tot.observe.paired_stats import auroc
 from seed_tot.observe.trace import Trace, load_trace, tree_from_trace
 from seed_tot.records import append_json_lines
 from seed_tot.tree import ReasoningTree
@@ -49,26 +50,6 @@ class Step:
     reaches: bool  # some answer in its subtree is correct
     answered: bool  # its subtree holds an answer
     eval_tokens: int = 0  # tokens the evaluator generated to rate it
-
-
-def auroc(values: list[float], labels: list[bool]) -> float | None:
-    """Mann-Whitney AUROC with ties counted half; None when one class is empty."""
-    positives = sum(labels)
-    negatives = len(labels) - positives
-    if positives == 0 or negatives == 0:
-        return None
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for k in range(start, end + 1):
-            ranks[order[k]] = (start + end) / 2 + 1  # average rank of a tie group, from 1
-        start = end + 1
-    positive_ranks = sum(rank for rank, label in zip(ranks, labels) if label)
-    return (positive_ranks - positives * (positives + 1) / 2) / (positives * negatives)
 
 
 def trace_files(paths: list[Path]) -> list[tuple[str, Path]]:

@@ -1,5 +1,6 @@
 """Statistics for comparing answer rules on the same problems: the exact self-consistency
-accuracy of K chains drawn from a larger pool, McNemar's exact test and a paired bootstrap."""
+accuracy of K chains drawn from a larger pool, McNemar's exact test, a paired bootstrap and the AUROC
+of values against labels."""
 
 from __future__ import annotations
 
@@ -51,3 +52,23 @@ def paired_bootstrap(differences: Sequence[float], resamples: int = 10_000, seed
     low = means[int((1 - level) / 2 * resamples)]
     high = means[min(resamples - 1, int((1 + level) / 2 * resamples))]
     return low, high
+
+
+def auroc(values: list[float], labels: list[bool]) -> float | None:
+    """Mann-Whitney AUROC with ties counted half; None when one class is empty."""
+    positives = sum(labels)
+    negatives = len(labels) - positives
+    if positives == 0 or negatives == 0:
+        return None
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for k in range(start, end + 1):
+            ranks[order[k]] = (start + end) / 2 + 1  # average rank of a tie group, from 1
+        start = end + 1
+    positive_ranks = sum(rank for rank, label in zip(ranks, labels) if label)
+    return (positive_ranks - positives * (positives + 1) / 2) / (positives * negatives)
