@@ -1,0 +1,163 @@
+"""Best-of-K reranking with the real State Evaluator, on the same chains self-consistency votes with.
+
+    python scripts/rerank_pool.py POOL --score [--target default-target] [--dtype auto] [--per-call 4]
+    python scripts/rerank_pool.py POOL                  # the report only, from the stored values
+
+POOL is a folder with cot_samples.jsonl (scripts/add_cot_samples.py). --score rates every sampled
+chain that has no value yet with the logit State Evaluator, exactly as `--search best-of-n
+--value-mode logits` rates its chains (same evaluator prompt; one forward per chain, no token
+generated), `--per-call` problems per executor call, and appends one row per chain to
+POOL/chain_values.jsonl (value, verdict probabilities, prompt tokens, settings), so a stopped run
+resumes. The report pairs, problem by problem and at K = 1, 2, 4, 8, 16 chains, self-consistency,
+best-of-K (the highest-valued chain answers) and a value-weighted vote, each the exact mean over
+every K-subset of the problem's chains, with a paired bootstrap of each rule against the vote and
+the evaluator's AUROC on the chains. All three rules generate the same tokens; the evaluator adds
+one prompt forward per chain.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from seed_tot.cli.compare import SELF_CONSISTENCY_K, bundled_loader, chain_answer, pool_problems
+from seed_tot.cli.run_report import read_jsonl
+from seed_tot.observe.paired_stats import auroc, expected_vote_accuracy, paired_bootstrap
+from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
+from seed_tot.records import append_json_lines
+from seed_tot.search.base import add_cot_node
+from seed_tot.tree import ReasoningTree
+from tasks import get_task
+
+VALUES_FILE = "chain_values.jsonl"
+
+
+def chain_nodes(item):
+    """The pool's sampled chains as the best-of-n search hangs them: answer nodes under an empty root."""
+    tree = ReasoningTree()
+    tree.add_root("")
+    return [add_cot_node(tree, item.task, item.problem, result, index, 0)
+            for index, result in enumerate(item.samples, 1)]
+
+
+def stored_values(pool: Path) -> dict[tuple[str, int], dict]:
+    path = pool / VALUES_FILE
+    return {(r["problem_id"], r["sample_index"]): r for r in read_jsonl(path)} if path.is_file() else {}
+
+
+def score(pool: Path, problems: dict, target_name: str, dtype: str, method: str, per_call: int) -> None:
+    from seed_tot.config import DecodeConfig
+    from seed_tot.models.loading import load_model
+    from seed_tot.reasoning.evaluator import StateEvaluator
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.scheduling.factory import make_executor
+
+    done = stored_values(pool)
+    todo = [pid for pid, item in problems.items()
+            if any((pid, i) not in done for i in range(1, len(item.samples) + 1))]
+    if not todo:
+        return
+    target = load_model(target_name, dtype=dtype)
+    formatter = PromptFormatter(target.tokenizer)
+    executor = make_executor(method, target)
+    settings = {"target": target.name, "dtype": str(target.dtype).removeprefix("torch."), "method": method,
+                "value_mode": "logits"}
+    evaluators = {}
+    print(f"rating the chains of {len(todo)} problems with {target.name} ({settings['dtype']}, {method})",
+          file=sys.stderr)
+    for start in range(0, len(todo), per_call):
+        jobs = []
+        for pid in todo[start:start + per_call]:
+            item = problems[pid]
+            evaluator = evaluators.setdefault(item.task.name, StateEvaluator(
+                item.task, formatter, DecodeConfig(), 0, mode="logits"))
+            nodes = [n for i, n in enumerate(chain_nodes(item), 1) if (pid, i) not in done]
+            jobs.append((pid, item, evaluator, nodes, evaluator.requests(item.problem, nodes)))
+        started = time.perf_counter()
+        results = executor.run([request for *_, requests in jobs for request in requests])
+        seconds = time.perf_counter() - started
+        rows, at = [], 0
+        for pid, item, evaluator, nodes, requests in jobs:
+            mine = results[at:at + len(requests)]
+            at += len(requests)
+            prompts = iter(requests)
+            for node, evaluation in zip(nodes, evaluator.read(item.problem, nodes, requests, mine), strict=True):
+                rejected = evaluation.rejected is not None
+                rows.append({"problem_id": pid, "sample_index": node.info["cot_sample"],
+                             "value": None if rejected else evaluation.value, "rejected": evaluation.rejected,
+                             "verdict_probs": evaluation.verdict_probs, "verdict_mass": evaluation.verdict_mass,
+                             "prompt_tokens": None if rejected else len(next(prompts).prompt_ids),
+                             "call_seconds": round(seconds, 3), "settings": settings})
+        append_json_lines(pool / VALUES_FILE, rows)
+        print(f"problems {start + 1}-{start + len(jobs)} of {len(todo)}: {len(rows)} chains in {seconds:.1f} s",
+              file=sys.stderr)
+    executor.close()
+
+
+def rated_problems(problems: dict, values: dict) -> dict[str, tuple[list, set[str], list[float]]]:
+    """Per problem whose every chain has a stored row: [(answer, value)], correct answers, prompt tokens."""
+    rated = {}
+    for pid, item in problems.items():
+        rows = [values.get((pid, i)) for i in range(1, len(item.samples) + 1)]
+        if not item.samples or any(row is None for row in rows):
+            continue
+        answers = [chain_answer(item.task, item.problem, result, i) for i, result in enumerate(item.samples, 1)]
+        correct = {a for a in answers if a is not None and item.task.score(item.problem, a) == 1.0}
+        rated[pid] = ([(a, row["value"]) for a, row in zip(answers, rows)], correct,
+                      [row["prompt_tokens"] or 0 for row in rows])
+    return rated
+
+
+def report(rated: dict, resamples: int = 10_000) -> list[str]:
+    ids = sorted(rated, key=lambda pid: (len(pid), pid))
+    size = min(len(rated[pid][0]) for pid in ids)
+    chains = [(answer, value, answer in rated[pid][1]) for pid in ids for answer, value in rated[pid][0][:size]]
+    scored = [(value, ok) for answer, value, ok in chains if answer is not None and value is not None]
+    chain_auroc = auroc([v for v, _ in scored], [ok for _, ok in scored])
+    prompt = sum(sum(rated[pid][2][:size]) for pid in ids) / len(ids) / size
+    lines = [f"{len(ids)} problems ({ids[0]} ... {ids[-1]}), {size} sampled chains each; the logit State "
+             f"Evaluator's AUROC on the {len(scored)} answering chains (value against correct): "
+             + ("n/a" if chain_auroc is None else f"{chain_auroc:.3f}")
+             + f"; {prompt:,.0f} evaluator prompt tokens per chain.", "",
+             "| K | self-consistency | best-of-K | best-of-K - vote (95% paired bootstrap) "
+             "| value-weighted vote | weighted - vote (95%) |", "|---|---|---|---|---|---|"]
+    for k in (k for k in SELF_CONSISTENCY_K if k <= size):
+        vote, best, weighted = [], [], []
+        for pid in ids:
+            pool, correct = rated[pid][0][:size], rated[pid][1]
+            vote.append(expected_vote_accuracy([a for a, _ in pool], correct, k))
+            best.append(expected_credit(best_chain_credit, pool, correct, k))
+            weighted.append(expected_credit(weighted_vote_credit, pool, correct, k))
+        cells = [str(k), f"{sum(vote):.2f}/{len(ids)}"]
+        for rule in (best, weighted):
+            low, high = paired_bootstrap([r - v for r, v in zip(rule, vote)], resamples=resamples)
+            cells += [f"{sum(rule):.2f}/{len(ids)}", f"{(sum(rule) - sum(vote)) / len(ids):+.1%} "
+                      f"[{low:+.1%}, {high:+.1%}]"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+@click.command()
+@click.argument("pool", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--score", "do_score", is_flag=True, help="Rate the chains that have no stored value first.")
+@click.option("--target", default="default-target", show_default=True)
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--method", default="batched", show_default=True)
+@click.option("--per-call", default=4, show_default=True, help="Problems per executor call.")
+def main(pool: Path, do_score: bool, target: str, dtype: str, method: str, per_call: int) -> None:
+    if not (pool / "cot_samples.jsonl").is_file():
+        raise click.ClickException(f"{pool} holds no cot_samples.jsonl: write one with scripts/add_cot_samples.py.")
+    problems = pool_problems(pool, get_task, bundled_loader())
+    if do_score:
+        score(pool, problems, target, dtype, method, per_call)
+    rated = rated_problems(problems, stored_values(pool))
+    if not rated:
+        raise click.ClickException(f"No problem of {pool} has all its chains rated: run with --score.")
+    click.echo("\n".join(report(rated)))
+
+
+if __name__ == "__main__":
+    main()
