@@ -12,8 +12,11 @@
 # Stages (why these settings: docs/results/heldout-gsm8k-43-100/README.md):
 #   pool8   8 sampled chains + the greedy chain per problem (self-consistency K = 1..8)
 #   tree    BFS n=3 b=1, logit State Evaluator, one vote per path, 4 sampled chains in the vote
+#   rerank  the logit State Evaluator rates the pool's chains: best-of-K against the vote on the same
+#           chains (scripts/rerank_pool.py; forwards only, no token generated)
 #   pool16  16 sampled chains per problem (adds samples 9..16 only; K = 16)
-#   bon     evaluator-reranked best-of-8 complete chains (logit evaluator), the baseline search
+#   bon     the best-of-n search itself on 8 new chains (logit evaluator); not in the default list:
+#           rerank measures the same rule on the pool's chains, paired, without generating
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
@@ -42,6 +45,11 @@ pool() {  # pool SAMPLES
         >>"$OUT/cot-pool/add_cot_samples.log" 2>&1
 }
 
+rerank() {
+    stamp "rerank_pool.py --score" >>"$OUT/cot-pool/rerank.log"
+    python scripts/rerank_pool.py "$OUT/cot-pool" --score >>"$OUT/cot-pool/rerank.log" 2>&1
+}
+
 tree_run() {  # tree_run FOLDER ARGS...
     local folder="$OUT/$1"
     shift
@@ -54,14 +62,15 @@ stage() {
     case "$1" in
         pool8) pool 8 ;;
         tree) tree_run tree-bfs-logits-path --search bfs --value-mode logits --vote-weight path ;;
+        rerank) rerank ;;
         pool16) pool 16 ;;
         bon) tree_run best-of-8-logits --search best-of-n --thoughts 8 --value-mode logits --cot-samples 0 ;;
-        *) echo "unknown stage $1: use pool8, tree, pool16 or bon" >&2; exit 2 ;;
+        *) echo "unknown stage $1: use pool8, rerank, tree, pool16 or bon" >&2; exit 2 ;;
     esac
 }
 
 if [ $# -eq 0 ]; then
-    set -- pool8 tree pool16 bon
+    set -- pool8 rerank tree pool16 rerank
 fi
 for ((start = FIRST; start < FIRST + COUNT; start += CHUNK)); do
     limit=$((FIRST + COUNT - start < CHUNK ? FIRST + COUNT - start : CHUNK))
