@@ -117,10 +117,17 @@ def report(rated: dict, resamples: int = 10_000) -> list[str]:
     chains = [(answer, value, answer in rated[pid][1]) for pid in ids for answer, value in rated[pid][0][:size]]
     scored = [(value, ok) for answer, value, ok in chains if answer is not None and value is not None]
     chain_auroc = auroc([v for v, _ in scored], [ok for _, ok in scored])
+    # reranking only compares chains of one problem: the AUROC within each problem that has both
+    within = [auroc([v for a, v in pool if a is not None and v is not None],
+                    [a in correct for a, v in pool if a is not None and v is not None])
+              for pool, correct in ((rated[pid][0][:size], rated[pid][1]) for pid in ids)]
+    within = [x for x in within if x is not None]
     prompt = sum(sum(rated[pid][2][:size]) for pid in ids) / len(ids) / size
     lines = [f"{len(ids)} problems ({ids[0]} ... {ids[-1]}), {size} sampled chains each; the logit State "
              f"Evaluator's AUROC on the {len(scored)} answering chains (value against correct): "
              + ("n/a" if chain_auroc is None else f"{chain_auroc:.3f}")
+             + "; within a problem (mean over the " + f"{len(within)} problems with right and wrong chains): "
+             + ("n/a" if not within else f"{sum(within) / len(within):.3f}")
              + f"; {prompt:,.0f} evaluator prompt tokens per chain.", "",
              "| K | self-consistency | best-of-K | best-of-K - vote (95% paired bootstrap) "
              "| value-weighted vote | weighted - vote (95%) |", "|---|---|---|---|---|---|"]

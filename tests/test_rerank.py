@@ -75,6 +75,8 @@ def test_the_report_pairs_best_of_k_with_the_vote_on_stored_values(tmp_path):
     assert rows["| 1"][1] == rows["| 1"][2] == "0.75/2"
     # correct chains valued 0.9, 0.8, 0.1 against five wrong ones at 0.1: (5 + 5 + 2.5) / 15
     assert "AUROC on the 8 answering chains (value against correct): 0.833" in result.output
+    # within pool-1: 0.9 against 0.1, 0.1, 0.1 -> 1; within pool-2: (0.8, 0.1) against (0.1, 0.1) -> 0.75
+    assert "mean over the 2 problems with right and wrong chains): 0.875" in result.output
 
 
 def test_scoring_rates_each_chain_once_and_resumes(tmp_path, monkeypatch):
