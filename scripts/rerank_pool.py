@@ -23,7 +23,14 @@ from pathlib import Path
 
 import click
 
-from seed_tot.cli.compare import SELF_CONSISTENCY_K, bundled_loader, chain_answer, pool_problems
+from seed_tot.cli.compare import (
+    SELF_CONSISTENCY_K,
+    VALUES_FILE,
+    bundled_loader,
+    chain_answer,
+    pool_problems,
+    stored_values,
+)
 from seed_tot.cli.run_report import read_jsonl
 from seed_tot.observe.paired_stats import auroc, expected_vote_accuracy, paired_bootstrap
 from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
@@ -32,20 +39,12 @@ from seed_tot.search.base import add_cot_node
 from seed_tot.tree import ReasoningTree
 from tasks import get_task
 
-VALUES_FILE = "chain_values.jsonl"
-
-
 def chain_nodes(item):
     """The pool's sampled chains as the best-of-n search hangs them: answer nodes under an empty root."""
     tree = ReasoningTree()
     tree.add_root("")
     return [add_cot_node(tree, item.task, item.problem, result, index, 0)
             for index, result in enumerate(item.samples, 1)]
-
-
-def stored_values(pool: Path) -> dict[tuple[str, int], dict]:
-    path = pool / VALUES_FILE
-    return {(r["problem_id"], r["sample_index"]): r for r in read_jsonl(path)} if path.is_file() else {}
 
 
 def score(pool: Path, problems: dict, target_name: str, dtype: str, method: str, per_call: int) -> None:

@@ -9,7 +9,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER
 from test_report import task, write_run
 
-from seed_tot.cli.compare import comparison_report, run_label
+from seed_tot.cli.compare import comparison_report, draw, run_label
 from seed_tot.observe.paired_stats import expected_vote_accuracy, majority_credit, mcnemar_exact, paired_bootstrap
 from seed_tot.search import BestOfN, SearchConfig
 from seed_tot.search.answers import select_answer
@@ -157,3 +157,35 @@ def test_a_second_writer_of_a_pool_is_refused(tmp_path):
         script.hold_output(tmp_path / "cot_samples.jsonl")
     first.close()
     script.hold_output(tmp_path / "cot_samples.jsonl").close()  # free again once the first writer is gone
+
+
+def test_a_rated_pool_adds_best_of_k_on_the_same_chains_and_tokens(tmp_path):
+    write_run(tmp_path / "tree", [Problem(id=f"mine-{i}", question="What is 3 + 4?", gold="7") for i in (1, 2)])
+    write_pool(tmp_path / "pool", [
+        ("mine-1", "7", ["8", "8", "7", "9"], [10, 10, 10, 10], "7"),
+        ("mine-2", "7", ["7", "7", "6", "5"], [20, 20, 20, 20], "8"),
+    ])
+    rated = {("mine-1", 3): 0.9, ("mine-2", 4): 0.8}  # mine-2: the best-valued chain is wrong
+    with (tmp_path / "pool" / "chain_values.jsonl").open("w") as handle:
+        for pid in ("mine-1", "mine-2"):
+            for index in range(1, 5):
+                handle.write(json.dumps({"problem_id": pid, "sample_index": index,
+                                         "value": rated.get((pid, index), 0.1)}) + "\n")
+    text, points = comparison_report([tmp_path / "pool", tmp_path / "tree"], lambda name: task())
+    by_label = {p.label.split(" reranked")[0]: p for p in points}
+    best4, vote4 = by_label["best-of-K K=4"], by_label["self-consistency K=4 (all of 4 sampled chains)"]
+    assert best4.per_problem == [1.0, 0.0] and vote4.per_problem == [0.0, 1.0]
+    assert best4.tokens == vote4.tokens == 60
+    assert "best-of-K vs self-consistency at K=4 (the same chains and tokens): +0.0 points" in text
+    assert "at K=1 " not in text
+    plot = draw(points, tmp_path / "plot.png", [tmp_path / "pool", tmp_path / "tree"])
+    assert plot.stat().st_size > 1000
+
+
+def test_a_pool_with_some_chains_unrated_shows_no_best_of_k(tmp_path):
+    write_run(tmp_path / "tree", [Problem(id="mine-1", question="What is 3 + 4?", gold="7")])
+    write_pool(tmp_path / "pool", [("mine-1", "7", ["8", "7"], [10, 10], "7")])
+    (tmp_path / "pool" / "chain_values.jsonl").write_text(
+        json.dumps({"problem_id": "mine-1", "sample_index": 1, "value": 0.5}) + "\n")
+    text, points = comparison_report([tmp_path / "pool", tmp_path / "tree"], lambda name: task())
+    assert not any(p.label.startswith("best-of-K") for p in points) and "best-of-K" not in text

@@ -25,6 +25,7 @@ from seed_tot.cli.run_report import (
 )
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.paired_stats import expected_vote_accuracy, mcnemar_exact, paired_bootstrap
+from seed_tot.observe.rerank import best_chain_credit, expected_credit
 from seed_tot.observe.trace import Trace
 from seed_tot.requests import GenerationResult, GenerationStats
 from seed_tot.search.answers import vote_candidates
@@ -33,6 +34,7 @@ from seed_tot.task import Problem, Task
 from seed_tot.tree import ReasoningTree
 
 SELF_CONSISTENCY_K = (1, 2, 4, 8, 16)
+VALUES_FILE = "chain_values.jsonl"  # the logit evaluator's value of each pooled chain (scripts/rerank_pool.py)
 BOOTSTRAP_RESAMPLES = 10_000
 TOKENS_DEFINITION = (
     "tokens per problem = new tokens generated for the problem by every model call of the answer "
@@ -51,6 +53,7 @@ class Chains:
     answers: list[str | None] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     correct: set[str] = field(default_factory=set)  # the sampled answers that score 1
+    values: list[float | None] | None = None  # the logit evaluator's value per sample (None: not rated)
 
 
 @dataclass
@@ -119,10 +122,23 @@ def pool_problems(folder: Path, task_of, bundled_of) -> dict[str, PoolProblem]:
     return found
 
 
+def stored_values(folder: Path) -> dict[tuple[str, int], dict]:
+    """The evaluator's rows of a pool's chains (scripts/rerank_pool.py), by (problem id, sample index)."""
+    path = folder / VALUES_FILE
+    return {(r["problem_id"], r["sample_index"]): r for r in read_jsonl(path)} if path.is_file() else {}
+
+
 def pool_chains(folder: Path, task_of, bundled_of) -> dict[str, tuple[Problem, Chains]]:
-    """The chains of a folder's cot_samples.jsonl, as votes."""
-    return {pid: (p.problem, chains_of(p.task, p.problem, p.greedy, p.samples))
-            for pid, p in pool_problems(folder, task_of, bundled_of).items()}
+    """The chains of a folder's cot_samples.jsonl, as votes, with their values where every one is rated."""
+    values = stored_values(folder)
+    found = {}
+    for pid, p in pool_problems(folder, task_of, bundled_of).items():
+        chains = chains_of(p.task, p.problem, p.greedy, p.samples)
+        rows = [values.get((pid, i)) for i in range(1, len(p.samples) + 1)]
+        if rows and all(row is not None for row in rows):
+            chains.values = [row["value"] for row in rows]
+        found[pid] = (p.problem, chains)
+    return found
 
 
 def pool_problem(row: dict, bundled: dict[str, Problem]) -> Problem:
@@ -229,6 +245,18 @@ def self_consistency_points(chains: list[Chains]) -> list[tuple[int, Point]]:
     return points
 
 
+def rerank_points(chains: list[Chains], sc: list[tuple[int, Point]]) -> list[tuple[int, Point]]:
+    """Best-of-K reranked by the stored evaluator values, on the chains and tokens of self-consistency K."""
+    pool = min(len(c.answers) for c in chains)
+    points = []
+    for k, vote in sc:
+        per = [expected_credit(best_chain_credit, list(zip(c.answers[:pool], c.values[:pool])), c.correct, k)
+               for c in chains]
+        points.append((k, Point(f"best-of-K K={k} reranked by the logit evaluator (the same chains)", per,
+                                vote.tokens)))
+    return points
+
+
 def comparison_points(trees: list[TreeRun], chains: dict, ids: list[str]):
     pool = [chains[pid][1] for pid in ids]
     greedy = None
@@ -236,6 +264,7 @@ def comparison_points(trees: list[TreeRun], chains: dict, ids: list[str]):
         greedy = Point("greedy chain of thought", [float(c.greedy_correct) for c in pool],
                        sum(c.greedy_tokens for c in pool) / len(pool))
     sc = self_consistency_points(pool) if all(c.answers for c in pool) else []
+    rerank = rerank_points(pool, sc) if sc and all(c.values is not None for c in pool) else []
     tree_points = []
     for tree in trees:
         reports = [tree.reports[pid] for pid in ids]
@@ -243,7 +272,7 @@ def comparison_points(trees: list[TreeRun], chains: dict, ids: list[str]):
         tree_points.append(Point(f"tree {tree.label}: final", [float(r.correct["final"]) for r in reports], tokens))
         tree_points.append(Point(f"tree {tree.label}: final, one vote per path",
                                  [float(r.path_vote_correct) for r in reports], tokens))
-    return greedy, sc, tree_points
+    return greedy, sc, rerank, tree_points
 
 
 def matched_k(sc: list[tuple[int, Point]], tokens: float) -> tuple[int, Point]:
@@ -257,6 +286,18 @@ def verdict(low: float, high: float) -> str:
     if high < 0:
         return "the tree is worse"
     return "no difference the data supports"
+
+
+def rerank_lines(sc: list[tuple[int, Point]], rerank: list[tuple[int, Point]]) -> list[str]:
+    lines = []
+    for (k, vote), (_, best) in zip(sc, rerank):
+        if k == 1:
+            continue  # one chain: both rules answer with it
+        low, high = paired_bootstrap([a - b for a, b in zip(best.per_problem, vote.per_problem)], BOOTSTRAP_RESAMPLES)
+        lines.append(f"- best-of-K vs self-consistency at K={k} (the same chains and tokens): "
+                     f"{100 * (best.accuracy - vote.accuracy):+.1f} points, 95% paired bootstrap "
+                     f"[{100 * low:+.1f}, {100 * high:+.1f}]")
+    return lines
 
 
 def comparison_lines(greedy: Point | None, sc: list[tuple[int, Point]], trees: list[Point]) -> list[str]:
@@ -284,8 +325,8 @@ def comparison_report(folders: list[Path], task_of) -> tuple[str, list[Point]]:
     ids = shared_ids(trees, chains)
     if not ids:
         raise SeedTotError("The given folders share no problem id: pass runs of the same problems.")
-    greedy, sc, tree_points = comparison_points(trees, chains, ids)
-    points = ([greedy] if greedy is not None else []) + [p for _, p in sc] + tree_points
+    greedy, sc, rerank, tree_points = comparison_points(trees, chains, ids)
+    points = ([greedy] if greedy is not None else []) + [p for _, p in sc] + [p for _, p in rerank] + tree_points
     n = len(ids)
     lines = [f"## Compute-matched comparison: {n} problems ({ids[0]} ... {ids[-1]}), paired by problem id", "",
              f"Chains of thought from {source}; {len(chains)} problems hold chains, each tree run holds "
@@ -297,7 +338,7 @@ def comparison_report(folders: list[Path], task_of) -> tuple[str, list[Point]]:
         correct = sum(point.per_problem)
         shown = f"{correct:.0f}" if correct == int(correct) else f"{correct:.2f}"
         lines.append(f"| {point.label} | {shown}/{n} | {point.accuracy:.1%} | {point.tokens:,.0f} |")
-    lines += ["", *comparison_lines(greedy, sc, tree_points)]
+    lines += ["", *comparison_lines(greedy, sc, tree_points), *rerank_lines(sc, rerank)]
     return "\n".join(lines), points
 
 
@@ -308,7 +349,9 @@ def draw(points: list[Point], path: Path, folders) -> Path:
     greedy = next(((p.tokens, p.accuracy) for p in points if p.label == "greedy chain of thought"), None)
     curve = [(int(p.label.split("K=")[1].split()[0]), p.tokens, p.accuracy) for p in points
              if p.label.startswith("self-consistency")]
+    reranked = [(int(p.label.split("K=")[1].split()[0]), p.tokens, p.accuracy) for p in points
+                if p.label.startswith("best-of-K")]
     trees = [(p.label.removeprefix("tree "), p.tokens, p.accuracy) for p in points if p.label.startswith("tree ")]
     n = len(points[0].per_problem)
     title = f"{', '.join(Path(f).name for f in folders)}: {n} problems"
-    return plot_accuracy_vs_tokens(greedy, curve, trees, path, title)
+    return plot_accuracy_vs_tokens(greedy, curve, trees, path, title, reranked)

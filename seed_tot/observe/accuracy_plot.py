@@ -10,10 +10,15 @@ from matplotlib.figure import Figure
 
 
 def plot_accuracy_vs_tokens(greedy: tuple[float, float] | None, curve: list[tuple[int, float, float]],
-                            trees: list[tuple[str, float, float]], path: str | Path, title: str) -> Path:
-    """greedy: (tokens, accuracy); curve: (K, tokens, accuracy) per K; trees: (label, tokens, accuracy)."""
+                            trees: list[tuple[str, float, float]], path: str | Path, title: str,
+                            reranked: list[tuple[int, float, float]] = ()) -> Path:
+    """greedy: (tokens, accuracy); curve and reranked: (K, tokens, accuracy) per K (self-consistency,
+    and best-of-K on the same chains); trees: (label, tokens, accuracy)."""
     figure = Figure(figsize=(7.5, 4.8))
     axes = figure.add_subplot()
+    if reranked:
+        axes.plot([t for _, t, _ in reranked], [100 * a for _, _, a in reranked], "x--", color="tab:orange",
+                  label="best-of-K reranked by the evaluator (same chains)")
     if curve:
         axes.plot([t for _, t, _ in curve], [100 * a for _, _, a in curve], "o-", color="tab:blue",
                   label="self-consistency (K chains)")
@@ -22,8 +27,10 @@ def plot_accuracy_vs_tokens(greedy: tuple[float, float] | None, curve: list[tupl
     if greedy is not None:
         axes.plot([greedy[0]], [100 * greedy[1]], "s", color="black", label="greedy chain of thought")
     markers = "^vD<>pP*"
+    colors = ("tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")  # not the curves'
     for index, (label, tokens, accuracy) in enumerate(trees):
-        axes.plot([tokens], [100 * accuracy], markers[index % len(markers)], markersize=8, label=label)
+        axes.plot([tokens], [100 * accuracy], markers[index % len(markers)], markersize=8,
+                  color=colors[index % len(colors)], label=label)
     axes.set_xscale("log")
     axes.set_xlabel("generated tokens per problem (log scale)")
     axes.set_ylabel("accuracy (%)")
