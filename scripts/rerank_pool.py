@@ -12,7 +12,8 @@ resumes. The report pairs, problem by problem and at K = 1, 2, 4, 8, 16 chains, 
 best-of-K (the highest-valued chain answers) and a value-weighted vote, each the exact mean over
 every K-subset of the problem's chains, with a paired bootstrap of each rule against the vote and
 the evaluator's AUROC on the chains. All three rules generate the same tokens; the evaluator adds
-one prompt forward per chain.
+one prompt forward per chain. `seed-tot report POOL RUN...` shows best-of-K beside
+self-consistency, and in its plot, once every chain of the pool is rated.
 """
 
 from __future__ import annotations
