@@ -1,15 +1,13 @@
 """The evaluator-quality simulation: best-of-K reranking of recorded chains under a binormal
 evaluator of given AUROC, against exact values at its two ends (a coin and a perfect judge)."""
 
-import importlib.util
 import json
 import math
 import random
-import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from script_helpers import load_script
 
 from seed_tot.observe.evaluator_needed import (
     Draw,
@@ -21,7 +19,6 @@ from seed_tot.observe.evaluator_needed import (
     separation_for_auroc,
 )
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "evaluator_needed.py"
 
 
 def test_separation_gives_back_its_auroc():
@@ -66,14 +63,6 @@ def test_accuracy_rises_with_auroc_and_the_break_even_reaches_the_target():
     assert break_even_auroc(problems, 0.9) is None  # the third problem never has a correct chain
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("evaluator_needed_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["evaluator_needed_script"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_script_compares_with_the_vote_over_the_same_chains(tmp_path):
     rows = [("pool-1", "7", ["7", "8", "8", "9"]), ("pool-2", "7", ["7", "7", "5", "6"])]
     with (tmp_path / "cot_samples.jsonl").open("w") as handle:
@@ -84,7 +73,7 @@ def test_the_script_compares_with_the_vote_over_the_same_chains(tmp_path):
                 "sample_token_counts": [10] * 4, "sample_indices": [1, 2, 3, 4],
                 "greedy": "The answer is 7.", "greedy_finish_reason": "eos", "greedy_token_count": 5,
                 "settings": {"task": "gsm8k", "samples": 4}}) + "\n")
-    result = CliRunner().invoke(load_script().main, [str(tmp_path), "--draws", "400", "--auroc", "0.9"])
+    result = CliRunner().invoke(load_script("evaluator_needed").main, [str(tmp_path), "--draws", "400", "--auroc", "0.9"])
     assert result.exit_code == 0, result.output
     lines = {line.split(" | ")[0]: line for line in result.output.splitlines() if line.startswith("| ")}
     # K=4: problem 1 votes 8 (wrong), problem 2 votes 7 (right): 50%; a perfect reranker gets both

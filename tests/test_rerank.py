@@ -1,17 +1,15 @@
 """Answer rules that use the evaluator's values (seed_tot/observe/rerank.py), by hand, and
 scripts/rerank_pool.py on a GSM8K pool: rating with a tiny target, resuming, and the report."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from script_helpers import load_script
 
 from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "rerank_pool.py"
 
 
 def test_the_highest_valued_answering_chain_answers_and_ties_split():
@@ -38,14 +36,6 @@ def test_expected_credit_is_the_mean_over_every_subset():
         expected_credit(best_chain_credit, chains, {"7"}, 4)
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("rerank_pool_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rerank_pool_script"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def write_pool(folder: Path, rows) -> None:
     with (folder / "cot_samples.jsonl").open("w") as handle:
         for problem_id, gold, answers in rows:
@@ -66,7 +56,7 @@ def test_the_report_pairs_best_of_k_with_the_vote_on_stored_values(tmp_path):
             for index in range(1, 5):
                 handle.write(json.dumps({"problem_id": pid, "sample_index": index,
                                          "value": values.get((pid, index), 0.1), "prompt_tokens": 100}) + "\n")
-    result = CliRunner().invoke(load_script().main, [str(tmp_path)])
+    result = CliRunner().invoke(load_script("rerank_pool").main, [str(tmp_path)])
     assert result.exit_code == 0, result.output
     rows = {line.split(" | ")[0]: line.split(" | ") for line in result.output.splitlines() if line.startswith("| ")}
     # K=4: the vote answers 8 (wrong) and 7 (right); the best chain is right on both problems
@@ -85,7 +75,7 @@ def test_scoring_rates_each_chain_once_and_resumes(tmp_path, monkeypatch):
     # a prefix ending in its own space lets the words' first letters tell them apart
     monkeypatch.setattr(Gsm8kTask, "verdict_prefix", "Verdict: ")
     write_pool(tmp_path, [("pool-1", "7", ["8", "7"]), ("pool-2", "7", ["7", "6"])])
-    script = load_script()
+    script = load_script("rerank_pool")
     arguments = [str(tmp_path), "--score", "--target", "tiny-target", "--dtype", "float32", "--per-call", "1"]
     result = CliRunner().invoke(script.main, arguments)
     assert result.exit_code == 0, result.output
