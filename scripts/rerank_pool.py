@@ -28,11 +28,10 @@ from seed_tot.cli.compare import (
     SELF_CONSISTENCY_K,
     VALUES_FILE,
     bundled_loader,
-    chain_answer,
+    pool_chains,
     pool_problems,
     stored_values,
 )
-from seed_tot.cli.run_report import read_jsonl
 from seed_tot.observe.paired_stats import auroc, expected_vote_accuracy, paired_bootstrap
 from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
 from seed_tot.records import append_json_lines
@@ -97,18 +96,12 @@ def score(pool: Path, problems: dict, target_name: str, dtype: str, method: str,
     executor.close()
 
 
-def rated_problems(problems: dict, values: dict) -> dict[str, tuple[list, set[str], list[float]]]:
+def rated_problems(pool: Path) -> dict[str, tuple[list, set[str], list[int]]]:
     """Per problem whose every chain has a stored row: [(answer, value)], correct answers, prompt tokens."""
-    rated = {}
-    for pid, item in problems.items():
-        rows = [values.get((pid, i)) for i in range(1, len(item.samples) + 1)]
-        if not item.samples or any(row is None for row in rows):
-            continue
-        answers = [chain_answer(item.task, item.problem, result, i) for i, result in enumerate(item.samples, 1)]
-        correct = {a for a in answers if a is not None and item.task.score(item.problem, a) == 1.0}
-        rated[pid] = ([(a, row["value"]) for a, row in zip(answers, rows)], correct,
-                      [row["prompt_tokens"] or 0 for row in rows])
-    return rated
+    rows = stored_values(pool)
+    return {pid: (list(zip(chains.answers, chains.values)), chains.correct,
+                  [rows[(pid, i)].get("prompt_tokens") or 0 for i in range(1, len(chains.answers) + 1)])
+            for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items() if chains.values is not None}
 
 
 def report(rated: dict, resamples: int = 10_000) -> list[str]:
@@ -160,7 +153,7 @@ def main(pool: Path, do_score: bool, target: str, dtype: str, method: str, per_c
     problems = pool_problems(pool, get_task, bundled_loader())
     if do_score:
         score(pool, problems, target, dtype, method, per_call)
-    rated = rated_problems(problems, stored_values(pool))
+    rated = rated_problems(pool)
     if not rated:
         raise click.ClickException(f"No problem of {pool} has all its chains rated: run with --score.")
     click.echo("\n".join(report(rated)))
