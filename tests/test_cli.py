@@ -79,6 +79,7 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--tiny", "--method", "fastcot"], "add --temperature 0 --value-temperature 0"),
         (["--tiny", "--method", "fastcot", "--temperature", "0"], "add --value-temperature 0,"),
         (["--value-mode", "logits", "--method", "seed"], "--value-mode samples"),
+        (["--search", "self-consistency", "--no-vote"], "drop --no-cot and --no-vote"),
         # the byte tokenizer writes " sure", " likely" and " impossible" as " " + letters
         (["--tiny", "--method", "batched", "--value-mode", "logits"], "same token"),
     ],
@@ -95,6 +96,17 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args, needle):
     message = result.stderr.strip().splitlines()
     assert message and "Traceback" not in result.stderr
     assert needle in message[-1]
+
+
+def test_self_consistency_runs_only_the_chains(tmp_path):
+    out = tmp_path / "run"
+    proc = seed_tot("gsm8k", "--tiny", "--method", "batched", "--search", "self-consistency", "--cot-samples", "2",
+                    "--limit", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    trace = load_trace(json.loads((out / "results.jsonl").read_text())["trace_path"])
+    assert trace.search == "self-consistency"
+    chains = [node for node in trace.nodes if node.id != 0]
+    assert len(chains) == 3 and all(node.kind == "answer" for node in chains)
 
 
 @pytest.mark.parametrize("method", ["lookahead", "jacobi"])

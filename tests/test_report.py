@@ -37,12 +37,14 @@ def reply(prompt, request):
     return "ANSWER: 7" if prompt.startswith(("THINK", "SOLVE")) else "5"
 
 
-def write_run(run, problems):
-    """A run folder as the CLI writes it: one trace per problem and results.jsonl."""
+def write_run(run, problems, search=None):
+    """A run folder as the CLI writes it: one trace per problem and results.jsonl. `search(executor)`
+    builds the search (default: a depth-1 BFS with the greedy chain of thought)."""
     for problem in problems:
         executor = ScriptedExecutor(TOKENIZER, reply)
-        result = BFS(task(), executor, FORMATTER, BFSConfig(n_thoughts=2, depth=1, value_samples=1,
-                                                           cot_samples=0)).run(problem)
+        search_of = search or (lambda executor: BFS(task(), executor, FORMATTER, BFSConfig(
+            n_thoughts=2, depth=1, value_samples=1, cot_samples=0)))
+        result = search_of(executor).run(problem)
         path = write_trace(run / "traces" / f"{problem.id}.json", to_trace(result, task(), executor))
         append_record(run / "results.jsonl", ProblemRecord(
             problem_id=problem.id, method="scripted", answer=result.answer, gold=str(problem.gold), score=0.0,

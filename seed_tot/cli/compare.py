@@ -176,6 +176,9 @@ def run_label(folder: Path) -> str:
     """The settings that tell tree runs apart, from the first trace."""
     trace = trace_of(folder, read_jsonl(folder / "results.jsonl")[0])
     search = trace.config.get("search", {})
+    where = [trace.config.get("dtype", "dtype not recorded"), trace.config.get("method", trace.executor)]
+    if trace.search == "self-consistency":
+        return f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains, {', '.join(where)})"
     parts = [trace.search, f"n={search.get('n_thoughts')}"]
     if "breadth" in search:
         parts.append(f"b={search['breadth']}")
@@ -184,8 +187,7 @@ def run_label(folder: Path) -> str:
     value_mode = search.get("value_mode", "samples")
     parts += [f"k={search.get('value_samples')} samples" if value_mode == "samples" else value_mode,
               f"cot samples {search.get('cot_samples', 'not recorded')}",
-              f"vote {search.get('vote_weight', 'leaf')}", trace.config.get("dtype", "dtype not recorded"),
-              trace.config.get("method", trace.executor)]
+              f"vote {search.get('vote_weight', 'leaf')}", *where]
     return f"{folder.name} ({', '.join(str(p) for p in parts)})"
 
 
@@ -269,8 +271,8 @@ def comparison_points(trees: list[TreeRun], chains: dict, ids: list[str]):
     for tree in trees:
         reports = [tree.reports[pid] for pid in ids]
         tokens = sum(r.tree_tokens + r.sample_tokens for r in reports) / len(reports)
-        tree_points.append(Point(f"tree {tree.label}: final", [float(r.correct["final"]) for r in reports], tokens))
-        tree_points.append(Point(f"tree {tree.label}: final, one vote per path",
+        tree_points.append(Point(f"run {tree.label}: final", [float(r.correct["final"]) for r in reports], tokens))
+        tree_points.append(Point(f"run {tree.label}: final, one vote per path",
                                  [float(r.path_vote_correct) for r in reports], tokens))
     return greedy, sc, rerank, tree_points
 
@@ -282,9 +284,9 @@ def matched_k(sc: list[tuple[int, Point]], tokens: float) -> tuple[int, Point]:
 
 def verdict(low: float, high: float) -> str:
     if low > 0:
-        return "the tree is better"
+        return "the run is better"
     if high < 0:
-        return "the tree is worse"
+        return "the run is worse"
     return "no difference the data supports"
 
 
@@ -305,7 +307,7 @@ def comparison_lines(greedy: Point | None, sc: list[tuple[int, Point]], trees: l
     for tree in trees:
         if greedy is not None:
             tree_only, cot_only, p = mcnemar_exact([x == 1 for x in tree.per_problem], [x == 1 for x in greedy.per_problem])
-            lines.append(f"- {tree.label} vs greedy CoT: right only by the tree {tree_only}, only by the CoT "
+            lines.append(f"- {tree.label} vs greedy CoT: right only by the run {tree_only}, only by the CoT "
                          f"{cot_only}; McNemar exact p = {p:.3f}")
         if sc:
             k, point = matched_k(sc, tree.tokens)
@@ -351,7 +353,7 @@ def draw(points: list[Point], path: Path, folders) -> Path:
              if p.label.startswith("self-consistency")]
     reranked = [(int(p.label.split("K=")[1].split()[0]), p.tokens, p.accuracy) for p in points
                 if p.label.startswith("best-of-K")]
-    trees = [(p.label.removeprefix("tree "), p.tokens, p.accuracy) for p in points if p.label.startswith("tree ")]
+    trees = [(p.label.removeprefix("run "), p.tokens, p.accuracy) for p in points if p.label.startswith("run ")]
     n = len(points[0].per_problem)
     title = f"{', '.join(Path(f).name for f in folders)}: {n} problems"
     return plot_accuracy_vs_tokens(greedy, curve, trees, path, title, reranked)

@@ -374,6 +374,7 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
         search_config = search_cls.config_class(**search_settings(opts, task))
     except ValueError as exc:
         raise ConfigError(f"Bad search settings: {str(exc).splitlines()[-1]}.") from None
+    search_cls.check(task, search_config)
     if opts.depth is not None and hasattr(task, "depth"):
         task.depth = opts.depth  # GSM8K asks its closing question on the last level
     ids = tuple(i.strip() for i in opts.ids.split(",") if i.strip()) if opts.ids else ()

@@ -8,9 +8,10 @@ from seed_tot.search.base import Search, SearchConfig, SearchResult, expand
 from seed_tot.search.best_of_n import BestOfN
 from seed_tot.search.bfs import BFS, BFSConfig
 from seed_tot.search.mcts import MCTS, MCTSConfig
+from seed_tot.search.self_consistency import SelfConsistency
 from seed_tot.tree import ReasoningTree, ThoughtNode
 
-SEARCHES: dict[str, type[Search]] = {cls.name: cls for cls in (BFS, MCTS, BestOfN)}
+SEARCHES: dict[str, type[Search]] = {cls.name: cls for cls in (BFS, MCTS, BestOfN, SelfConsistency)}
 
 
 def search_class(name: str) -> type[Search]:
@@ -30,6 +31,7 @@ __all__ = [
     "Search",
     "SearchConfig",
     "SearchResult",
+    "SelfConsistency",
     "ThoughtNode",
     "expand",
     "search_class",

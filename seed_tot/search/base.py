@@ -121,10 +121,15 @@ class Search(ABC):
                 f"{type(self).__name__} needs a {self.config_class.__name__}, got {type(config).__name__}: "
                 f"build the config with {self.config_class.__name__}(...)."
             )
+        self.check(task, config)
         self.task = task
         self.executor = executor
         self.formatter = formatter
         self.config = config
+
+    @classmethod
+    def check(cls, task: Task, config: SearchConfig) -> None:
+        """Raise ConfigError when this search cannot run on `task` with `config` (before any model loads)."""
 
     def run(self, problem: Problem) -> SearchResult:
         """Search one problem on this search's executor."""
