@@ -209,3 +209,25 @@ def test_a_run_on_a_user_data_file_records_the_file_and_keeps_its_ids_apart(tmp_
     assert json.loads((out / "runs.jsonl").read_text())["data_file"] == expected
     report = seed_tot("report", str(out))
     assert report.returncode == 0 and "gsm8k-line1: gold 7" in report.stdout, report.stderr
+
+
+@pytest.mark.parametrize("command, args, expected", [
+    ("gsm8k", [], "gsm8k"),  # the task's own default
+    ("blocksworld", [], "blocksworld"),
+    ("gsm8k", ["--search", "mcts"], "mcts"),
+    ("blocksworld", ["--search", "self-consistency"], "self-consistency"),
+])
+def test_the_search_defaults_to_the_tasks_own(tmp_path, monkeypatch, command, args, expected):
+    from click.testing import CliRunner
+
+    import seed_tot.cli.task_run as task_run
+    from seed_tot.cli import main
+    from tasks import get_task
+
+    planned = {}
+    monkeypatch.setattr(task_run, "run_task", lambda name, opts: planned.update(
+        search=task_run.plan_run(name, opts).opts.search))
+    result = CliRunner().invoke(main, [command, "--tiny", "--out", str(tmp_path / "x"), *args])
+    assert result.exit_code == 0, result.output
+    task_default = getattr(get_task(command.replace("-", "_")), "default_search", "bfs")
+    assert planned["search"] == (task_default if expected == command else expected)

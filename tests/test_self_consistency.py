@@ -76,3 +76,21 @@ def test_the_report_names_a_self_consistency_run_and_scores_its_vote(tmp_path):
     assert final.label.startswith("run sc (self-consistency: greedy + 2 sampled chains,")
     assert final.per_problem == [1.0, 0.0]  # every chain answers 7
     assert "n=" not in final.label and "k=" not in final.label
+    assert "its chains' vote alone" not in text  # its final answer is that vote
+
+
+def test_the_report_sets_a_tree_run_against_its_own_chains_vote(tmp_path):
+    """The tree's leaves answer 5, its chains 7 (gold): the leaves win the run's vote and lose it."""
+    def reply(prompt, request):
+        return "ANSWER: 7" if prompt.startswith("SOLVE") else ("ANSWER: 5" if prompt.startswith("THINK") else "9")
+
+    def tree_search(executor):
+        return BFS(task(), ScriptedExecutor(TOKENIZER, reply), FORMATTER,
+                   BFSConfig(n_thoughts=3, depth=1, value_samples=1, cot_samples=1))
+
+    write_run(tmp_path / "tree", [Problem(id="mine-1", question="What is 3 + 4?", gold="7")], search=tree_search)
+    text, _ = comparison_report([tmp_path / "tree"], lambda name: task())
+    row = next(line for line in text.splitlines() if "its chains' vote alone" in line and line.startswith("|"))
+    chain_tokens = 2 * len(TOKENIZER.encode("ANSWER: 7", add_special_tokens=False))
+    assert row.endswith(f"| 1/1 | 100.0% | {chain_tokens:,} |")
+    assert "final vs its chains' vote alone" in text and "-100.0 points" in text

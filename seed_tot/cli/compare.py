@@ -60,6 +60,7 @@ class Chains:
 class TreeRun:
     label: str
     reports: dict[str, ProblemReport]
+    has_tree: bool = True  # False for a self-consistency run: its final answer is its chains' vote
 
 
 def chain_answer(task: Task, problem: Problem, result: GenerationResult, index: int) -> str | None:
@@ -172,9 +173,17 @@ def trace_chains(folder: Path, task_of, bundled_of) -> dict[str, tuple[Problem, 
     return found
 
 
+def first_trace(folder: Path):
+    return trace_of(folder, read_jsonl(folder / "results.jsonl")[0])
+
+
+def run_search(folder: Path) -> str:
+    return first_trace(folder).search
+
+
 def run_label(folder: Path) -> str:
     """The settings that tell tree runs apart, from the first trace."""
-    trace = trace_of(folder, read_jsonl(folder / "results.jsonl")[0])
+    trace = first_trace(folder)
     search = trace.config.get("search", {})
     where = [trace.config.get("dtype", "dtype not recorded"), trace.config.get("method", trace.executor)]
     if trace.search == "self-consistency":
@@ -212,7 +221,8 @@ def load_folders(folders: list[Path], task_of):
         if not is_run and not has_pool:
             raise SeedTotError(f"{folder} holds neither a run (results.jsonl) nor chains (cot_samples.jsonl).")
         if is_run:
-            trees.append(TreeRun(run_label(folder), {r.problem.id: r for r in report_run(folder, task_of)}))
+            reports = {r.problem.id: r for r in report_run(folder, task_of)}
+            trees.append(TreeRun(run_label(folder), reports, run_search(folder) != "self-consistency"))
             pools.append((folder, trace_chains(folder, task_of, bundled_of)))
         if has_pool:
             pools.append((folder, pool_chains(folder, task_of, bundled_of)))
@@ -277,6 +287,31 @@ def comparison_points(trees: list[TreeRun], chains: dict, ids: list[str]):
     return greedy, sc, rerank, tree_points
 
 
+def own_chains_points(trees: list[TreeRun], ids: list[str]) -> list[tuple[Point, Point]]:
+    """(final, its own chains' vote) for each run with a tree: what the tree adds to the chains it ran."""
+    pairs = []
+    for tree in (t for t in trees if t.has_tree):
+        reports = [tree.reports[pid] for pid in ids]
+        final = Point(f"run {tree.label}: final", [float(r.correct["final"]) for r in reports],
+                      sum(r.tree_tokens + r.sample_tokens for r in reports) / len(reports))
+        chains = Point("its chains' vote alone (greedy + sampled chains, no tree)",
+                       [float(r.correct["cot_vote"]) for r in reports],
+                       sum(r.chain_tokens for r in reports) / len(reports))
+        pairs.append((final, chains))
+    return pairs
+
+
+def own_chains_lines(pairs: list[tuple[Point, Point]]) -> list[str]:
+    lines = []
+    for final, chains in pairs:
+        low, high = paired_bootstrap([a - b for a, b in zip(final.per_problem, chains.per_problem)],
+                                     BOOTSTRAP_RESAMPLES)
+        lines.append(f"- {final.label} vs {chains.label} ({final.tokens:.0f} tokens vs {chains.tokens:.0f}): "
+                     f"{100 * (final.accuracy - chains.accuracy):+.1f} points, 95% paired bootstrap "
+                     f"[{100 * low:+.1f}, {100 * high:+.1f}]: {verdict(low, high)}")
+    return lines
+
+
 def matched_k(sc: list[tuple[int, Point]], tokens: float) -> tuple[int, Point]:
     """The smallest K whose chains cost at least `tokens`, else the largest K there is."""
     return next(((k, p) for k, p in sc if p.tokens >= tokens), sc[-1])
@@ -336,11 +371,14 @@ def comparison_report(folders: list[Path], task_of) -> tuple[str, list[Point]]:
              TOKENS_DEFINITION, "Self-consistency: majority vote over the chains that answer (cut-off chains do "
              "not vote), ties broken uniformly at random (expected credit), no vote = wrong.", "",
              "| answer | correct | accuracy | tokens / problem |", "|---|---|---|---|"]
-    for point in points:
+    own = own_chains_points(trees, ids)
+    table_rows = points + [Point(f"{final.label.removesuffix(': final')}: {chains.label}", chains.per_problem,
+                                 chains.tokens) for final, chains in own]
+    for point in table_rows:
         correct = sum(point.per_problem)
         shown = f"{correct:.0f}" if correct == int(correct) else f"{correct:.2f}"
         lines.append(f"| {point.label} | {shown}/{n} | {point.accuracy:.1%} | {point.tokens:,.0f} |")
-    lines += ["", *comparison_lines(greedy, sc, tree_points), *rerank_lines(sc, rerank)]
+    lines += ["", *comparison_lines(greedy, sc, tree_points), *own_chains_lines(own), *rerank_lines(sc, rerank)]
     return "\n".join(lines), points
 
 

@@ -39,6 +39,7 @@ class ProblemReport:
     tree_tokens: int
     sample_tokens: int
     path_vote_correct: bool = False  # the final answer with one vote per distinct path (vote_weight "path")
+    chain_tokens: int = 0  # new tokens of the run's chains of thought (greedy, sampled, added), without the tree
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -130,6 +131,8 @@ def report_problem(task: Task, problem: Problem, trace: Trace, samples: list[Gen
         tree_tokens=trace.metrics.new_tokens,
         sample_tokens=sum(r.stats.new_tokens for r in samples),
         path_vote_correct=task.score(problem, path_vote.answer) == 1.0,
+        chain_tokens=sum(node.generation.new_tokens for node in tree.nodes()
+                         if is_chain_of_thought(node) and node.generation is not None),
     )
 
 

@@ -38,7 +38,7 @@ class TaskRunOptions:
     k_config: str | None
     k: int | None
     workers: int | None
-    search: str
+    search: str | None  # None: the task's default_search (bfs where the task names none)
     n_thoughts: int
     breadth: int
     depth: int | None
@@ -362,8 +362,10 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
         opts = replace(opts, concurrency=default_concurrency(opts.method))
     _check_numbers(opts)
     method_settings = executor_options(opts)
-    search_cls = search_class(opts.search)
     task = get_task(task_name)
+    if opts.search is None:
+        opts = replace(opts, search=getattr(task, "default_search", "bfs"))
+    search_cls = search_class(opts.search)
     if opts.value_mode == "logits":
         if not getattr(task, "verdict_values", None):
             raise ConfigError(f"Task {task_name} has no verdict words to read from logits: use --value-mode samples.")
