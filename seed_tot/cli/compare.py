@@ -379,7 +379,7 @@ def comparison_report(folders: list[Path], task_of) -> tuple[str, list[Point]]:
         shown = f"{correct:.0f}" if correct == int(correct) else f"{correct:.2f}"
         lines.append(f"| {point.label} | {shown}/{n} | {point.accuracy:.1%} | {point.tokens:,.0f} |")
     lines += ["", *comparison_lines(greedy, sc, tree_points), *own_chains_lines(own), *rerank_lines(sc, rerank)]
-    return "\n".join(lines), points
+    return "\n".join(lines), table_rows
 
 
 def draw(points: list[Point], path: Path, folders) -> Path:
