@@ -295,7 +295,7 @@ def test_train_command_and_task_run_with_the_checkpoint(tmp_path):
     run_dir = tmp_path / "gsm8k"
     result = runner.invoke(main, ["gsm8k", "--tiny", "--method", "bita", "--method-option", f"checkpoint={out / PARAMS_FILE}",
                                   "--limit", "1", "--thoughts", "1", "--depth", "1", "--max-new-tokens", "8",
-                                  "--value-max-new-tokens", "4", "--value-samples", "1", "--cot-samples", "0", "--no-cot",
+                                  "--value-max-new-tokens", "4", "--value-samples", "1", "--cot-samples", "0", "--search", "bfs", "--no-cot",
                                   "--out", str(run_dir), "--threads", "1"])
     assert result.exit_code == 0, result.output
     trace = json.loads(next((run_dir / "traces").glob("*.json")).read_text())

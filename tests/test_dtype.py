@@ -74,7 +74,7 @@ def test_16_bit_ragged_batches_with_pads_complete_and_are_recorded(tmp_path, dty
 
     out = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "seed_tot", "gsm8k", "--tiny", "--dtype", dtype, "--method", "batched-lookup",
+        [sys.executable, "-m", "seed_tot", "gsm8k", "--tiny", "--search", "bfs", "--dtype", dtype, "--method", "batched-lookup",
          "--depth", "1", "--thoughts", "2", "--max-new-tokens", "8", "--value-max-new-tokens", "6",
          "--limit", "3", "--concurrency", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=300,

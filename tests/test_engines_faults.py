@@ -19,7 +19,7 @@ from seed_tot.engines.connect import connect
 from seed_tot.engines.embedded import free_port
 from seed_tot.errors import EngineError, TokenizerMismatchError
 
-SMALL = ["--tiny", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "24", "--value-max-new-tokens", "6", "--no-cot",
+SMALL = ["--tiny", "--search", "bfs", "--depth", "1", "--thoughts", "2", "--max-new-tokens", "24", "--value-max-new-tokens", "6", "--no-cot",
          "--threads", str(THREADS)]
 
 

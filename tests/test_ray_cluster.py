@@ -22,7 +22,7 @@ from tasks.gsm8k import Gsm8kTask  # noqa: E402
 
 STORE = 100 * 1024**2
 CLI = ["--tiny", "--dtype", "float32", "--method", "batched", "--depth", "2", "--thoughts", "2", "--max-new-tokens", "8",
-       "--value-max-new-tokens", "6", "--value-samples", "1", "--no-cot", "--threads", "1"]
+       "--value-max-new-tokens", "6", "--value-samples", "1", "--search", "bfs", "--no-cot", "--threads", "1"]
 
 
 @pytest.fixture(scope="module")
