@@ -123,7 +123,10 @@ def test_a_logit_evaluator_run_is_labelled_without_a_sample_count(tmp_path):
     trace["config"]["search"]["value_mode"] = "logits"
     trace_path.write_text(json.dumps(trace))
     label = run_label(tmp_path / "tree")
-    assert "logits" in label and "k=" not in label
+    assert "logits" in label and "k=" not in label and "known states" not in label
+    trace["config"]["search"]["known_states"] = False
+    trace_path.write_text(json.dumps(trace))
+    assert "known states off" in run_label(tmp_path / "tree")  # the before arm of a before/after
 
 
 def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):

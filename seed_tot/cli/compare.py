@@ -196,7 +196,10 @@ def run_label(folder: Path) -> str:
     value_mode = search.get("value_mode", "samples")
     parts += [f"k={search.get('value_samples')} samples" if value_mode == "samples" else value_mode,
               f"cot samples {search.get('cot_samples', 'not recorded')}",
-              f"vote {search.get('vote_weight', 'leaf')}", *where]
+              f"vote {search.get('vote_weight', 'leaf')}"]
+    if search.get("known_states") is False:
+        parts.append("known states off")
+    parts += where
     return f"{folder.name} ({', '.join(str(p) for p in parts)})"
 
 
