@@ -213,10 +213,10 @@ def test_a_run_on_a_user_data_file_records_the_file_and_keeps_its_ids_apart(tmp_
 
 @pytest.mark.parametrize("command, args, expected", [
     ("gsm8k", [], "self-consistency"),  # measured on held-out problems: docs/quality.md
-    ("blocksworld", [], "bfs"),
+    ("blocksworld", [], "self-consistency"),
     ("creative-writing", [], "bfs"),
     ("gsm8k", ["--search", "bfs"], "bfs"),
-    ("blocksworld", ["--search", "self-consistency"], "self-consistency"),
+    ("blocksworld", ["--search", "bfs"], "bfs"),
 ])
 def test_the_search_defaults_to_the_tasks_own(tmp_path, monkeypatch, command, args, expected):
     from click.testing import CliRunner
