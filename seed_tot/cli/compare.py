@@ -177,13 +177,9 @@ def first_trace(folder: Path):
     return trace_of(folder, read_jsonl(folder / "results.jsonl")[0])
 
 
-def run_search(folder: Path) -> str:
-    return first_trace(folder).search
-
-
-def run_label(folder: Path) -> str:
-    """The settings that tell tree runs apart, from the first trace."""
-    trace = first_trace(folder)
+def run_label(folder: Path, trace=None) -> str:
+    """The settings that tell tree runs apart, from the first trace (read here unless given)."""
+    trace = trace if trace is not None else first_trace(folder)
     search = trace.config.get("search", {})
     where = [trace.config.get("dtype", "dtype not recorded"), trace.config.get("method", trace.executor)]
     if trace.search == "self-consistency":
@@ -224,8 +220,8 @@ def load_folders(folders: list[Path], task_of):
         if not is_run and not has_pool:
             raise SeedTotError(f"{folder} holds neither a run (results.jsonl) nor chains (cot_samples.jsonl).")
         if is_run:
-            reports = {r.problem.id: r for r in report_run(folder, task_of)}
-            trees.append(TreeRun(run_label(folder), reports, run_search(folder) != "self-consistency"))
+            reports, trace = {r.problem.id: r for r in report_run(folder, task_of)}, first_trace(folder)
+            trees.append(TreeRun(run_label(folder, trace), reports, trace.search != "self-consistency"))
             pools.append((folder, trace_chains(folder, task_of, bundled_of)))
         if has_pool:
             pools.append((folder, pool_chains(folder, task_of, bundled_of)))
