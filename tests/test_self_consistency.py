@@ -9,7 +9,7 @@ from test_report import task, write_run
 from seed_tot.cli.compare import comparison_report
 from seed_tot.errors import ConfigError
 from seed_tot.reasoning.simple_task import SimpleTask
-from seed_tot.search import BFS, BFSConfig, SearchConfig, SelfConsistency
+from seed_tot.search import BFS, BestOfN, BFSConfig, SearchConfig, SelfConsistency
 from seed_tot.search.answers import is_chain_of_thought, select_answer
 from seed_tot.task import Problem
 
@@ -63,8 +63,10 @@ def test_self_consistency_refuses_what_it_cannot_vote():
     with pytest.raises(ConfigError, match="--no-cot and --no-vote"):
         SelfConsistency(task(), None, FORMATTER, SearchConfig(cot_candidate=False))
     no_chains = SimpleTask(thought_template="THINK {question}", value_template="RATE {state}", name="plain")
-    with pytest.raises(ConfigError, match="chain-of-thought prompt"):
+    with pytest.raises(ConfigError, match="self-consistency needs a task with a chain-of-thought prompt"):
         SelfConsistency(no_chains, None, FORMATTER, SearchConfig())
+    with pytest.raises(ConfigError, match="best-of-n needs a task with a chain-of-thought prompt"):
+        BestOfN(no_chains, None, FORMATTER, SearchConfig())
 
 
 def test_the_report_names_a_self_consistency_run_and_scores_its_vote(tmp_path):

@@ -194,6 +194,13 @@ class Search(ABC):
         """Build the tree in `run.tree` (yielding batches); return the id of the node the search chose."""
 
 
+def require_cot_prompt(task: Task, search_name: str) -> None:
+    """Raise ConfigError when `task` has no chain-of-thought prompt for a search built on whole chains."""
+    if getattr(task, "cot_prompt", None) is None:
+        raise ConfigError(f"{search_name} needs a task with a chain-of-thought prompt; {task.name} has none: "
+                          "use a tree search (bfs or mcts).")
+
+
 def cot_requests(prompt_ids: list[int], config: SearchConfig, problem_id: str) -> list[GenerationRequest]:
     """The greedy chain of thought (index 0), then `cot_samples` sampled ones (indices 1, 2, ...)."""
     sampled = config.cot_decode.model_copy(

@@ -12,7 +12,7 @@ while another is left. With `vote` the search's choice still goes through the us
 from __future__ import annotations
 
 from seed_tot.reasoning.request_seeds import search_request
-from seed_tot.search.base import Search, SearchConfig, SearchRun, add_cot_node
+from seed_tot.search.base import Search, SearchConfig, SearchRun, add_cot_node, require_cot_prompt
 from seed_tot.tree import value_key
 from seed_tot.search.steps import Batch, Steps
 
@@ -21,11 +21,13 @@ class BestOfN(Search):
     name = "best-of-n"
     config_class = SearchConfig
 
+    @classmethod
+    def check(cls, task, config: SearchConfig) -> None:
+        require_cot_prompt(task, cls.name)
+
     def _search(self, run: SearchRun) -> Steps[int]:
         task, problem, cfg = self.task, run.problem, self.config
-        prompt = getattr(task, "cot_prompt", None)
-        if prompt is None:
-            raise ValueError(f"best-of-n needs a task with a chain-of-thought prompt; {task.name} has none.")
+        prompt = task.cot_prompt
         decode = cfg.cot_decode.model_copy(
             update={"temperature": cfg.thought_decode.temperature, "top_p": cfg.thought_decode.top_p}
         )

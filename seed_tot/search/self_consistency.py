@@ -10,7 +10,7 @@ CLI default is this search.
 from __future__ import annotations
 
 from seed_tot.errors import ConfigError
-from seed_tot.search.base import Search, SearchConfig, SearchRun
+from seed_tot.search.base import Search, SearchConfig, SearchRun, require_cot_prompt
 from seed_tot.search.steps import Steps
 
 
@@ -20,9 +20,7 @@ class SelfConsistency(Search):
 
     @classmethod
     def check(cls, task, config: SearchConfig) -> None:
-        if getattr(task, "cot_prompt", None) is None:
-            raise ConfigError(f"self-consistency needs a task with a chain-of-thought prompt; {task.name} has none: "
-                              "use a tree search (bfs or mcts).")
+        require_cot_prompt(task, cls.name)
         if not config.cot_candidate or not config.vote:
             raise ConfigError("self-consistency answers by a vote over chains of thought: drop --no-cot and --no-vote.")
 
