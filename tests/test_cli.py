@@ -62,6 +62,10 @@ def test_resume_skips_finished_problems(tmp_path):
     ids = [json.loads(line)["problem_id"] for line in (out / "results.jsonl").read_text().splitlines()]
     assert ids == ["gsm8k-1", "gsm8k-2"]
     assert "1 of 2 problems already done" in resumed.stdout
+    finished = seed_tot("gsm8k", *SMALL, "--method", "ar", "--limit", "2", "--out", str(out), "--resume")
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert "nothing left to run" in finished.stdout and "| 2 |" in finished.stdout
+    assert len((out / "runs.jsonl").read_text().splitlines()) == 2  # no third run: no model loaded, nothing ran
 
 
 @pytest.mark.parametrize(

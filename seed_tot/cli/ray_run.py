@@ -15,6 +15,7 @@ from seed_tot.cli.task_run import (
     executor_spec,
     keep_problem,
     note_interrupt,
+    nothing_left,
     plan_run,
     print_run_totals,
     print_summary,
@@ -28,6 +29,8 @@ def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.distributed.work import Failed, SearchWork
 
     opts, task, _, search_config, method_settings, todo, out, data_file = plan_run(task_name, opts)
+    if nothing_left(todo, out):
+        return
     spec = executor_spec(opts, method_settings)
     work = SearchWork(task, opts.search, search_config, extras=partial(problem_extra, task_name, opts.seed))
     actors: list[dict] = []

@@ -391,6 +391,15 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
 
 
 
+def nothing_left(todo: list, out: Path) -> bool:
+    """True, after the summary of what is already there, when a resumed run has no problem left (no model loads)."""
+    if todo:
+        return False
+    click.echo("nothing left to run: every selected problem is already in results.jsonl")
+    print_summary(out)
+    return True
+
+
 def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.api import to_trace
     from seed_tot.distributed.spec import model_names, trace_settings
@@ -399,6 +408,8 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     from seed_tot.search.driver import solve_many
 
     opts, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, opts)
+    if nothing_left(todo, out):
+        return
     if opts.method in ENGINE_METHODS:
         engine = open_engine(opts)
         executor, tokenizer, models, packed_layers = engine.executor, engine.tokenizer, engine.models, 0
