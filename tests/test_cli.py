@@ -84,6 +84,8 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--tiny", "--method", "fastcot", "--temperature", "0"], "add --value-temperature 0,"),
         (["--value-mode", "logits", "--method", "seed"], "--value-mode samples"),
         (["--search", "self-consistency", "--no-vote"], "drop --no-cot and --no-vote"),
+        (["--search", "bfs", "--thought-mode", "choose", "--method", "seed"], "--thought-mode sample"),
+        (["--search", "bfs", "--thought-mode", "choose"], "cannot list its moves"),  # GSM8K has no move list
         # the byte tokenizer writes " sure", " likely" and " impossible" as " " + letters
         (["--tiny", "--method", "batched", "--value-mode", "logits"], "same token"),
     ],
@@ -111,6 +113,18 @@ def test_self_consistency_runs_only_the_chains(tmp_path):
     assert trace.search == "self-consistency"
     chains = [node for node in trace.nodes if node.id != 0]
     assert len(chains) == 3 and all(node.kind == "answer" for node in chains)
+
+
+def test_blocksworld_tree_of_chosen_moves(tmp_path):
+    out = tmp_path / "run"
+    proc = seed_tot("blocksworld", *SMALL, "--method", "batched", "--search", "bfs", "--thought-mode", "choose",
+                    "--no-cot", "--limit", "1", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    trace = load_trace(json.loads((out / "results.jsonl").read_text())["trace_path"])
+    assert trace.config["search"]["thought_mode"] == "choose"
+    moves = [node for node in trace.nodes if node.id != 0]
+    assert len(moves) == 2 and all(0 < node.info["move_probability"] <= 1 and "rejected" not in node.info
+                                   for node in moves)
 
 
 @pytest.mark.parametrize("method", ["lookahead", "jacobi"])

@@ -185,6 +185,8 @@ def run_label(folder: Path, trace=None) -> str:
     if trace.search == "self-consistency":
         return f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains, {', '.join(where)})"
     parts = [trace.search, f"n={search.get('n_thoughts')}"]
+    if search.get("thought_mode") == "choose":
+        parts.append("chosen moves")
     if "breadth" in search:
         parts.append(f"b={search['breadth']}")
     if "iterations" in search:

@@ -72,6 +72,7 @@ def search_options(f):
         click.option("--depth", type=int, default=None, help="Steps T (default: the task's paper setting)."),
         click.option("--iterations", type=int, default=10, show_default=True, help="MCTS: iterations."),
         click.option("--exploration-weight", type=float, default=1.0, show_default=True, help="MCTS: UCT exploration weight."),
+        click.option("--thought-mode", "thought_mode", type=click.Choice(["sample", "choose"]), default="sample", show_default=True, help="How a state's children are made: sample (--thoughts sampled thoughts) or choose (tasks that list their moves, Blocksworld: the target's --thoughts most likely legal moves, read from one forward, no thought generated)."),
         click.option("--known-states/--no-known-states", default=True, show_default=True, help="Tasks that name their states (Blocksworld): prune thoughts that return to a state on their path or already in the tree, and stop at a state shown to reach the goal."),
         click.option("--output-strategy", type=click.Choice(["max_reward", "most_visited"]), default="max_reward", show_default=True, help="MCTS: how the answer node is chosen."),
     ])

@@ -75,6 +75,7 @@ class TaskRunOptions:
     ray_address: str | None = None  # None: run here; "": Ray's default cluster; else a Ray address
     ray_actors: int | None = None  # None: one per machine (seed_tot.distributed.ray_pool.plan_actors)
     vote_weight: str = "leaf"
+    thought_mode: str = "sample"
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -143,6 +144,7 @@ def search_settings(opts: TaskRunOptions, task=None) -> dict:
         "value_samples": opts.value_samples,
         "value_mode": opts.value_mode,
         "known_states": opts.known_states,
+        "thought_mode": opts.thought_mode,
         "cot_candidate": opts.cot,
         "cot_samples": opts.cot_samples,
         "vote": opts.vote,
@@ -372,6 +374,9 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
         if opts.method.startswith("seed"):
             raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --value-mode "
                               "samples, or a method such as batched-lookup, batched or ar.")
+    if opts.thought_mode == "choose" and opts.method.startswith("seed"):
+        raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --thought-mode "
+                          "sample, or a method such as batched-lookup, batched or ar.")
     try:
         search_config = search_cls.config_class(**search_settings(opts, task))
     except ValueError as exc:

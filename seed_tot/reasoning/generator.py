@@ -28,6 +28,7 @@ class Thought:
     seed: int
     finish_reason: FinishReason
     stats: GenerationStats
+    move_probability: float | None = None  # thought mode "choose": the move's probability among the listed ones
 
 
 class ThoughtGenerator:

@@ -21,6 +21,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
 from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
+from seed_tot.reasoning.move_chooser import MoveChooser, can_choose_moves
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
@@ -62,6 +63,10 @@ class SearchConfig(BaseModel):
         "or there is no vote"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
+    thought_mode: Literal["sample", "choose"] = Field(
+        "sample", description="sample: n sampled thoughts per state; choose: for tasks that list their moves "
+        "(next_moves), the target's n most likely listed moves, read from one forward per state"
+    )
     known_states: bool = Field(
         True, description="for tasks that name their states (state_key, reaches_goal): prune thoughts that "
         "return to a state on their path or already in the tree, and stop at a state shown to reach the goal"
@@ -101,7 +106,7 @@ class SearchRun:
     problem: Problem
     tree: ReasoningTree
     log: BatchLog
-    generator: ThoughtGenerator
+    generator: ThoughtGenerator | MoveChooser
     evaluator: StateEvaluator
     depth_limit: int
     known_states: bool = False  # prune repeated states, stop at the goal (seed_tot/search/known_states.py)
@@ -130,6 +135,9 @@ class Search(ABC):
     @classmethod
     def check(cls, task: Task, config: SearchConfig) -> None:
         """Raise ConfigError when this search cannot run on `task` with `config` (before any model loads)."""
+        if config.thought_mode == "choose" and not can_choose_moves(task):
+            raise ConfigError(f"Task {task.name} cannot list its moves (next_moves, move_prompt, move_prefix): "
+                              "use --thought-mode sample.")
 
     def run(self, problem: Problem) -> SearchResult:
         """Search one problem on this search's executor."""
@@ -146,7 +154,7 @@ class Search(ABC):
             problem=problem,
             tree=tree,
             log=BatchLog(),
-            generator=ThoughtGenerator(self.task, self.formatter, cfg.thought_decode, cfg.n_thoughts, cfg.seed),
+            generator=thought_generator(self.task, self.formatter, cfg),
             evaluator=StateEvaluator(
                 self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples,
                 mode=cfg.value_mode,
@@ -194,6 +202,16 @@ class Search(ABC):
         """Build the tree in `run.tree` (yielding batches); return the id of the node the search chose."""
 
 
+def is_dead_end(node: ThoughtNode) -> bool:
+    return bool(node.info.get("dead_end"))
+
+
+def thought_generator(task: Task, formatter: PromptFormatter, config: SearchConfig) -> ThoughtGenerator | MoveChooser:
+    if config.thought_mode == "choose":
+        return MoveChooser(task, formatter, config.n_thoughts, config.seed)
+    return ThoughtGenerator(task, formatter, config.thought_decode, config.n_thoughts, config.seed)
+
+
 def require_cot_prompt(task: Task, search_name: str) -> None:
     """Raise ConfigError when `task` has no chain-of-thought prompt for a search built on whole chains."""
     if getattr(task, "cot_prompt", None) is None:
@@ -239,13 +257,18 @@ def expand(run: SearchRun, node_ids: list[int]) -> Steps[list[ThoughtNode]]:
     every evaluation request (k per child that no rule rejects)."""
     nodes = [run.tree.node(node_id) for node_id in node_ids]
     per_node = [run.generator.requests(run.problem, node) for node in nodes]
-    outcome: BatchOutcome = yield Batch("thought", node_ids[0], [r for rs in per_node for r in rs])
-    run.log.add("thought", node_ids[0], outcome.results, outcome)
+    thought_requests = [r for rs in per_node for r in rs]
+    outcome: BatchOutcome = yield Batch("thought", node_ids[0], thought_requests)
+    if thought_requests:  # none when every node is a dead end (thought mode "choose")
+        run.log.add("thought", node_ids[0], outcome.results, outcome)
     children, start = [], 0
     for node, requests in zip(nodes, per_node, strict=True):
         results = outcome.results[start : start + len(requests)]
         start += len(requests)
-        for thought in run.generator.read(run.problem, node, requests, results):
+        thoughts = run.generator.read(run.problem, node, requests, results)
+        if not thoughts:
+            node.info["dead_end"] = True  # the task lists no move from here (thought mode "choose")
+        for thought in thoughts:
             truncated = thought.finish_reason == "length"
             child = run.tree.add_child(
                 node.id,
@@ -256,6 +279,8 @@ def expand(run: SearchRun, node_ids: list[int]) -> Steps[list[ThoughtNode]]:
             )
             child.seeds["thought"] = thought.seed
             child.info["finish_reason"] = thought.finish_reason
+            if thought.move_probability is not None:
+                child.info["move_probability"] = thought.move_probability
             children.append(child)
     if run.known_states:
         mark_repeats(run.evaluator.task, run.problem, run.tree, children)

@@ -37,6 +37,8 @@ class BFS(Search):
                 break
             candidates = [node for node in frontier if node.kind == "answer"]
             candidates.extend((yield from expand(run, [node.id for node in open_states])))
+            if not candidates:  # every expanded state was a dead end: answer from the last kept states
+                break
             live = [node for node in candidates if not is_pruned(node)]
             frontier = sorted(live or candidates, key=value_key)[: self.config.breadth]
             if run.solved is not None:  # shown at the goal: the search ends with it (an answer, never expanded)

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from seed_tot.search.base import Search, SearchConfig, SearchRun, expand
+from seed_tot.search.base import Search, SearchConfig, SearchRun, expand, is_dead_end
 from seed_tot.search.known_states import is_pruned
 from seed_tot.search.steps import Steps
 from seed_tot.tree import ThoughtNode, value_key
@@ -41,9 +41,10 @@ class MCTS(Search):
             leaf = path[-1]
             if self._expandable(run, leaf):
                 yield from self._expand(run, leaf)
-                path.append(self._best_child(run, leaf))
-                if self.config.simulate and run.solved is None:
-                    yield from self._simulate(run, path)
+                if not is_dead_end(leaf):
+                    path.append(self._best_child(run, leaf))
+                    if self.config.simulate and run.solved is None:
+                        yield from self._simulate(run, path)
             self._backpropagate(path)
             if run.solved is not None:  # a state shown at the goal ends the search (known_states)
                 return run.solved
@@ -69,6 +70,8 @@ class MCTS(Search):
         while self._expandable(run, node, ignore_children=True) and run.solved is None:
             if not run.tree.children(node.id):
                 yield from self._expand(run, node)
+                if is_dead_end(node):
+                    break
             node = self._best_child(run, node)
             path.append(node)
 
@@ -83,8 +86,9 @@ class MCTS(Search):
 
     @staticmethod
     def _expandable(run: SearchRun, node: ThoughtNode, ignore_children: bool = False) -> bool:
-        """Not an answer nor a pruned repeat, above the depth limit and (unless ignored) without children yet."""
-        if node.kind == "answer" or node.depth >= run.depth_limit or is_pruned(node):
+        """Not an answer, a pruned repeat nor a dead end, above the depth limit and (unless ignored) without
+        children yet."""
+        if node.kind == "answer" or node.depth >= run.depth_limit or is_pruned(node) or is_dead_end(node):
             return False
         return ignore_children or not run.tree.children(node.id)
 

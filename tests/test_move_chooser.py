@@ -1,0 +1,175 @@
+"""Thought mode "choose" (seed_tot/reasoning/move_chooser.py): the target ranks the moves a task
+lists by the letter it would answer, and the n most likely become the children."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from search_helpers import FORMATTER, PROBLEM, TOKENIZER, make_task
+
+from seed_tot.errors import ConfigError
+from seed_tot.reasoning.move_chooser import label_tokens, lettered, ranked
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.requests import GenerationResult, GenerationStats
+from seed_tot.scheduling.factory import make_executor
+from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
+from tasks.blocksworld import BlocksworldTask, plan_lines, read_plan
+from tasks.blocksworld_text import action_text
+from tasks.pddl import parse_pddl_action
+
+MOVES = ["go north", "go south", "go east", "go west"]
+
+
+def move_task(moves=lambda state: MOVES, depth=1):
+    task = make_task(depth=depth)
+    task.next_moves = lambda problem, state, step: moves(state)
+    task.move_prompt = lambda problem, state, step, options: f"Pick a move for {problem.question}\n{options}\n"
+    task.move_prefix = "Answer:"
+    return task
+
+
+class ScoresWithModelValuesByScript:
+    """Scoring requests go to a real executor; the evaluator's replies are scripted ("7")."""
+
+    name = "scores-with-scripted-values"
+
+    def __init__(self, executor):
+        self.executor = executor
+        self.batches = []
+
+    def run(self, requests):
+        self.batches.append(list(requests))
+        scored = iter(self.executor.run([r for r in requests if r.score_tokens is not None]))
+        return [next(scored) if r.score_tokens is not None else GenerationResult(r.request_id, [1], "7", "eos")
+                for r in requests]
+
+    def close(self):
+        self.executor.close()
+
+
+def test_moves_are_lettered_and_ranked_most_likely_first_ties_to_the_first_listed():
+    assert lettered(["a", "b"]) == "A. a\nB. b"
+    order = ranked([math.log(0.2), math.log(0.5), math.log(0.2), math.log(0.1)])
+    assert [i for i, _ in order] == [1, 0, 2, 3]
+    assert [p for _, p in order] == pytest.approx([0.5, 0.2, 0.2, 0.1])
+
+
+def test_letter_tokens_follow_the_prefix_as_the_tokenizer_writes_them():
+    # a byte tokenizer writes " A" as two tokens, so the bare letter after "Answer:" is read
+    assert label_tokens(FORMATTER, "Answer:") == tuple(TOKENIZER.encode(c)[0] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def test_the_children_are_the_models_most_likely_moves(tiny_pair):
+    _, target = tiny_pair
+    task = move_task()
+    executor = ScoresWithModelValuesByScript(make_executor("batched", target))
+    config = BFSConfig(depth=1, n_thoughts=2, value_samples=1, thought_mode="choose", cot_candidate=False)
+    result = BFS(task, executor, PromptFormatter(target.tokenizer), config).run(PROBLEM)
+
+    prompt_ids = FORMATTER.encode(task.move_prompt(PROBLEM, "", 0, lettered(MOVES)), "Answer:")
+    import torch
+
+    with torch.no_grad():
+        logits = target.model(torch.tensor([prompt_ids])).logits[0, -1].float()
+    letters = [TOKENIZER.encode(c)[0] for c in "ABCD"]
+    probs = torch.softmax(logits[letters], -1).tolist()
+    best = sorted(range(4), key=lambda i: (-probs[i], i))[:2]
+
+    children = result.tree.children(0)
+    assert [c.thought for c in children] == [MOVES[i] for i in best]
+    assert [c.info["move_probability"] for c in children] == pytest.approx([probs[i] for i in best], rel=1e-4)
+    thought_batch = executor.batches[0]
+    assert len(thought_batch) == 1 and thought_batch[0].score_tokens == tuple(letters)  # one forward per state
+    assert sum(c.generation.new_tokens for c in children) == 0
+
+
+def test_a_state_with_no_move_is_a_dead_end_for_bfs_and_mcts():
+    task = move_task(moves=lambda state: [] if state else MOVES[:2], depth=3)
+    executor = ScriptedScoring()
+    config = BFSConfig(n_thoughts=2, value_samples=1, thought_mode="choose", cot_candidate=False)
+    result = BFS(task, executor, FORMATTER, config).run(PROBLEM)
+    first = result.tree.children(0)
+    assert [c.thought for c in first] == MOVES[:2]
+    assert len(result.chosen_path) == 2 and result.tree.node(result.chosen_path[1]).info.get("dead_end")
+    assert len(executor.batches) == 2  # moves of the root, its children rated; the dead end sends nothing
+    mcts = MCTS(task, ScriptedScoring(), FORMATTER,
+                MCTSConfig(n_thoughts=2, iterations=5, value_samples=1, thought_mode="choose", cot_candidate=False))
+    tree = mcts.run(PROBLEM).tree
+    assert len(list(tree.nodes())) == 3 and all(n.info.get("dead_end") for n in tree.children(0))
+
+
+def test_a_task_that_lists_no_moves_is_refused_before_any_model_runs():
+    with pytest.raises(ConfigError, match="cannot list its moves.*--thought-mode sample"):
+        BFS(make_task(), None, FORMATTER, BFSConfig(thought_mode="choose"))
+
+
+def test_an_executor_that_generates_instead_of_scoring_is_a_clear_error():
+    from scripted_executor import ScriptedExecutor
+
+    executor = ScriptedExecutor(TOKENIZER, lambda prompt, request: "7")
+    with pytest.raises(ConfigError, match="no move log-probabilities"):
+        BFS(move_task(), executor, FORMATTER, BFSConfig(thought_mode="choose", value_samples=1)).run(PROBLEM)
+
+
+# -- Blocksworld ------------------------------------------------------------------------------
+
+BLOCKS = BlocksworldTask()
+INSTANCE = BLOCKS.load()[0]
+GOLD = [action_text(parse_pddl_action(a)) for a in INSTANCE.gold]
+
+
+def test_blocksworld_lists_the_legal_moves_that_do_not_go_back():
+    first = BLOCKS.next_moves(INSTANCE, "", 0)
+    assert GOLD[0] in first and all(BLOCKS.check_step(INSTANCE, move) is None for move in first)
+    after = BLOCKS.next_moves(INSTANCE, GOLD[0], 1)
+    undo = BLOCKS.state_key(INSTANCE, "")
+    assert all(BLOCKS.state_key(INSTANCE, "\n".join([GOLD[0], move])) != undo for move in after)
+    assert GOLD[1] in after
+    assert BLOCKS.next_moves(INSTANCE, "\n".join(GOLD), len(GOLD)) == []  # at the goal
+    assert BLOCKS.next_moves(INSTANCE, "fly the red block to the moon", 1) == []  # unreadable plan
+
+
+class ScriptedScoring:
+    """Scoring requests favour the letter of the next gold action (else the first letter);
+    evaluator replies say "good". Records every batch."""
+
+    name = "scripted-scoring"
+
+    def __init__(self, gold=()):
+        self.gold = list(gold)
+        self.batches = []
+
+    def run(self, requests):
+        self.batches.append(list(requests))
+        return [self._score(r) if r.score_tokens is not None else GenerationResult(r.request_id, [1], "good", "eos")
+                for r in requests]
+
+    def _score(self, request):
+        prompt = TOKENIZER.decode(request.prompt_ids)
+        options = dict(re.findall(r"^([A-Z])\. (.+)$", prompt.rsplit("[POSSIBLE ACTIONS]", 1)[-1], re.M))
+        plan = plan_lines(prompt.rsplit("[PLAN]\n", 1)[-1].split("\n\n", 1)[0].replace("(no actions yet)", ""))
+        wanted = self.gold[len(plan)] if plan == self.gold[: len(plan)] and len(plan) < len(self.gold) else None
+        letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(request.score_tokens)]
+        logprobs = [0.0 if options.get(letter) == wanted else -1.0 - i for i, letter in enumerate(letters)]
+        return GenerationResult(request.request_id, [], "", "stop", GenerationStats(target_forwards=1),
+                                candidate_logprobs=logprobs)
+
+    def close(self):
+        pass
+
+
+def test_blocksworld_bfs_with_chosen_moves_never_makes_an_illegal_or_repeated_child():
+    executor = ScriptedScoring(GOLD)
+    config = BFSConfig(n_thoughts=3, value_samples=1, thought_mode="choose", cot_candidate=False)
+    result = BFS(BLOCKS, executor, PromptFormatter(TOKENIZER), config).run(INSTANCE)
+    assert result.score == 1.0 and result.answer == "\n".join(GOLD)
+    children = [n for n in result.tree.nodes() if n.depth > 0]
+    assert all(read_plan(plan_lines(n.state)) is not None and BLOCKS.check_step(INSTANCE, n.state) is None
+               for n in children)
+    for parent in {n.parent for n in children}:
+        siblings = [n.thought for n in result.tree.children(parent)]
+        assert len(set(siblings)) == len(siblings)
+    assert not any("on its path" in n.info.get("rejected", "") for n in children)  # never listed
+    assert all(len(batch) == 1 for batch in executor.batches if batch[0].score_tokens is not None)
