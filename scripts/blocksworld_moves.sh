@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Blocksworld instances 21-40 (held out: 1-20 were looked at), the BFS tree with sampled thoughts
+# against the BFS tree whose children are the target's most likely legal moves (--thought-mode
+# choose), same instances, same other settings: logit State Evaluator, known states, the greedy
+# chain and 4 sampled chains in the vote. The instances go in chunks of BW_CHUNK (default 5), both
+# arms on a chunk before the next, so a run stopped part-way leaves both arms on the same
+# instances. Resumable: run the same command again.
+#
+#   nice -n 5 scripts/blocksworld_moves.sh [OUT]     # default docs/results/blocksworld-21-40
+#   seed-tot report OUT/sample OUT/choose
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
+    . .venv/bin/activate
+fi
+
+OUT=${1:-docs/results/blocksworld-21-40}
+FIRST=${BW_START:-20}
+COUNT=${BW_LIMIT:-20}
+CHUNK=${BW_CHUNK:-5}
+CONCURRENCY=${BW_CONCURRENCY:-5}
+
+run_arm() {  # run_arm MODE START LIMIT
+    local folder="$OUT/$1"
+    mkdir -p "$folder"
+    echo "== $(date -u +%FT%TZ) seed-tot blocksworld --search bfs --thought-mode $1 --value-mode logits --start $2 --limit $3 --concurrency $CONCURRENCY | $(uptime)" >>"$folder/run.log"
+    seed-tot blocksworld --search bfs --thought-mode "$1" --value-mode logits --start "$2" --limit "$3" \
+        --concurrency "$CONCURRENCY" --resume --out "$folder" >>"$folder/run.log" 2>&1
+}
+
+for ((start = FIRST; start < FIRST + COUNT; start += CHUNK)); do
+    limit=$((FIRST + COUNT - start < CHUNK ? FIRST + COUNT - start : CHUNK))
+    run_arm choose "$start" "$limit"
+    run_arm sample "$start" "$limit"
+done
+echo "done: $OUT"
