@@ -100,6 +100,26 @@ def test_a_state_with_no_move_is_a_dead_end_for_bfs_and_mcts():
     assert len(list(tree.nodes())) == 3 and all(n.info.get("dead_end") for n in tree.children(0))
 
 
+@pytest.mark.parametrize("backtrack", [True, False])
+def test_bfs_goes_back_to_the_best_unexpanded_state_when_its_kept_state_is_a_dead_end(backtrack):
+    follow = {"": MOVES[:2], "go north": [], "go south": ["go east"], "go south\ngo east": ["go west"]}
+    task = move_task(moves=lambda state: follow.get(state.strip(), []), depth=3)
+    executor = ScriptedScoring()
+    config = BFSConfig(n_thoughts=2, value_samples=1, thought_mode="choose", cot_candidate=False, backtrack=backtrack)
+    result = BFS(task, executor, FORMATTER, config).run(PROBLEM)
+    north, south = result.tree.children(0)
+    assert north.info["selected"] and north.info["dead_end"]  # the first listed move wins the tie, and dies
+    thought_rounds = [b for b in executor.batches if b[0].score_tokens is not None]
+    if backtrack:
+        assert south.info["backtracked"] and max(n.depth for n in result.tree.nodes()) == 2
+        assert result.tree.node(result.chosen_path[-1]).state.strip() == "go south\ngo east"
+        east = result.tree.node(result.chosen_path[-1])
+        assert len(thought_rounds) == 2 and east.info["bfs_step"] == 2  # the dead end took step 1 of T = 3
+    else:
+        assert "backtracked" not in south.info and not result.tree.children(south.id)
+        assert result.chosen_path == [0, north.id]
+
+
 def test_a_task_that_lists_no_moves_is_refused_before_any_model_runs():
     with pytest.raises(ConfigError, match="cannot list its moves.*--thought-mode sample"):
         BFS(make_task(), None, FORMATTER, BFSConfig(thought_mode="choose"))

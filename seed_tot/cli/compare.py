@@ -197,6 +197,8 @@ def run_label(folder: Path, trace=None) -> str:
               f"vote {search.get('vote_weight', 'leaf')}"]
     if search.get("known_states") is False:
         parts.append("known states off")
+    if search.get("backtrack") is False:
+        parts.append("no backtracking")
     parts += where
     return f"{folder.name} ({', '.join(str(p) for p in parts)})"
 

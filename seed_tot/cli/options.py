@@ -69,6 +69,7 @@ def search_options(f):
         click.option("--search", type=click.Choice(["bfs", "mcts", "best-of-n", "self-consistency"]), default=None, help="Search algorithm (default: the task's own: self-consistency for gsm8k and blocksworld, where the tree answered no better than the chains it runs, at several times their tokens; bfs for creative-writing, which has no chain prompt). bfs, mcts: tree searches; best-of-n: --thoughts complete chains of thought, the evaluator's best-rated answers (a baseline); self-consistency: no tree, the greedy chain of thought and --cot-samples sampled ones answer by majority vote."),
         click.option("--thoughts", "n_thoughts", type=int, default=3, show_default=True, help="Thoughts generated per expanded state (n)."),
         click.option("--breadth", type=int, default=1, show_default=True, help="BFS: states kept per step (b)."),
+        click.option("--backtrack/--no-backtrack", default=True, show_default=True, help="BFS: when no kept state can go on (each shown wrong, a pruned repeat or a dead end) and none holds an answer, go on from the best unexpanded states elsewhere in the tree (still at most --depth steps)."),
         click.option("--depth", type=int, default=None, help="Steps T (default: the task's paper setting)."),
         click.option("--iterations", type=int, default=10, show_default=True, help="MCTS: iterations."),
         click.option("--exploration-weight", type=float, default=1.0, show_default=True, help="MCTS: UCT exploration weight."),

@@ -76,6 +76,7 @@ class TaskRunOptions:
     ray_actors: int | None = None  # None: one per machine (seed_tot.distributed.ray_pool.plan_actors)
     vote_weight: str = "leaf"
     thought_mode: str = "sample"
+    backtrack: bool = True
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -152,6 +153,7 @@ def search_settings(opts: TaskRunOptions, task=None) -> dict:
     }
     if opts.search == "bfs":
         settings["breadth"] = opts.breadth
+        settings["backtrack"] = opts.backtrack
     elif opts.search == "mcts":
         settings.update(
             iterations=opts.iterations,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from seed_tot.search.base import Search, SearchConfig, SearchRun, expand
+from seed_tot.search.base import Search, SearchConfig, SearchRun, expand, is_dead_end
 from seed_tot.search.known_states import is_pruned
 from seed_tot.search.steps import Steps
 from seed_tot.tree import ThoughtNode, value_key
@@ -12,6 +12,10 @@ from seed_tot.tree import ThoughtNode, value_key
 
 class BFSConfig(SearchConfig):
     breadth: int = Field(1, ge=1, description="states kept per step (b)")
+    backtrack: bool = Field(
+        True, description="when no kept state can go on (each is shown wrong, a pruned repeat or a dead end) and "
+        "none holds an answer, go on from the best unexpanded states elsewhere in the tree"
+    )
 
 
 class BFS(Search):
@@ -23,6 +27,12 @@ class BFS(Search):
     search stops early when every kept state holds an answer, or (known_states) as soon as a
     new state is shown to reach the goal. A pruned repeat is kept only when nothing else is
     left, and never expanded.
+
+    With `backtrack`, a step that leaves no state to go on from (every kept state is rejected by
+    a rule, a pruned repeat or a dead end, and none holds an answer) does not end the search: the
+    next step expands the `breadth` best-valued states not yet expanded anywhere in the tree
+    (marked info["backtracked"]). The search still takes at most T steps, so it never spends more
+    than a tree that does not die.
     """
 
     name = "bfs"
@@ -31,14 +41,17 @@ class BFS(Search):
 
     def _search(self, run: SearchRun) -> Steps[int]:
         frontier: list[ThoughtNode] = [run.tree.root]
+        answer_from = frontier
         for step in range(run.depth_limit):
-            open_states = [node for node in frontier if node.kind != "answer" and not is_pruned(node) and not node.info.get("goal")]
+            open_states = [node for node in frontier if can_go_on(node)]
+            if not open_states and self.config.backtrack and not any(holds_answer(node) for node in frontier):
+                open_states = unexpanded_states(run, self.config.breadth)
+                for node in open_states:
+                    node.info["backtracked"] = True
             if not open_states:
                 break
             candidates = [node for node in frontier if node.kind == "answer"]
             candidates.extend((yield from expand(run, [node.id for node in open_states])))
-            if not candidates:  # every expanded state was a dead end: answer from the last kept states
-                break
             live = [node for node in candidates if not is_pruned(node)]
             frontier = sorted(live or candidates, key=value_key)[: self.config.breadth]
             if run.solved is not None:  # shown at the goal: the search ends with it (an answer, never expanded)
@@ -47,4 +60,22 @@ class BFS(Search):
             for node in candidates:
                 node.info["bfs_step"] = step
                 node.info["selected"] = node.id in kept
-        return min(frontier, key=value_key).id
+            answer_from = frontier or answer_from  # every expanded state a dead end: the last kept ones answer
+        return min(answer_from, key=value_key).id
+
+
+def can_go_on(node: ThoughtNode) -> bool:
+    return node.kind != "answer" and not is_pruned(node) and not is_dead_end(node) and not node.info.get("goal")
+
+
+def holds_answer(node: ThoughtNode) -> bool:
+    return node.kind == "answer" and "rejected" not in node.info
+
+
+def unexpanded_states(run: SearchRun, count: int) -> list[ThoughtNode]:
+    """The `count` best-valued thought states of the tree that no rule rejected, not expanded yet and
+    above the depth limit."""
+    waiting = [node for node in run.tree.nodes()
+               if node.kind == "thought" and "rejected" not in node.info and node.depth < run.depth_limit
+               and not is_dead_end(node) and not run.tree.children(node.id)]
+    return sorted(waiting, key=value_key)[:count]
