@@ -24,9 +24,9 @@ for method in "$@"; do
         continue
     fi
     mkdir -p "$folder"
-    args=(--search bfs --method "$method")
-    [ "$method" = llama-cpp-draft ] && args=(--search bfs --method llama-cpp --with-draft)
-    [ "$method" = batched-lookup-logits ] && args=(--search bfs --method batched-lookup --value-mode logits)
+    args=(--search bfs --no-backtrack --method "$method")
+    [ "$method" = llama-cpp-draft ] && args=(--search bfs --no-backtrack --method llama-cpp --with-draft)
+    [ "$method" = batched-lookup-logits ] && args=(--search bfs --no-backtrack --method batched-lookup --value-mode logits)
     uptime >"$folder/uptime_before.txt"
     echo "== $(date -u +%FT%TZ) seed-tot gsm8k --start $START --limit $LIMIT ${args[*]}"
     /usr/bin/time -v -o "$folder/time_v.txt" \

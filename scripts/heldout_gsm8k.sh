@@ -63,7 +63,7 @@ tree_run() {  # tree_run FOLDER ARGS...
 stage() {
     case "$1" in
         pool8) pool 8 ;;
-        tree) tree_run tree-bfs-logits-path --search bfs --value-mode logits --vote-weight path ;;
+        tree) tree_run tree-bfs-logits-path --search bfs --no-backtrack --value-mode logits --vote-weight path ;;
         rerank) rerank ;;
         pool16) pool 16 ;;
         bon) tree_run best-of-8-logits --search best-of-n --thoughts 8 --value-mode logits --cot-samples 0 ;;

@@ -22,8 +22,8 @@ CONCURRENCY=${KS_CONCURRENCY:-5}
 run_arm() {  # run_arm NAME FLAG START LIMIT
     local folder="$OUT/$1"
     mkdir -p "$folder"
-    echo "== $(date -u +%FT%TZ) seed-tot blocksworld --search bfs --start $3 --limit $4 $2 | $(uptime)" >>"$folder/run.log"
-    seed-tot blocksworld --search bfs --start "$3" --limit "$4" "$2" --cot-samples 0 --concurrency "$CONCURRENCY" \
+    echo "== $(date -u +%FT%TZ) seed-tot blocksworld --search bfs --no-backtrack --start $3 --limit $4 $2 | $(uptime)" >>"$folder/run.log"
+    seed-tot blocksworld --search bfs --no-backtrack --start "$3" --limit "$4" "$2" --cot-samples 0 --concurrency "$CONCURRENCY" \
         --resume --out "$folder" >>"$folder/run.log" 2>&1
 }
 
