@@ -12,10 +12,9 @@ Optional members the engine uses when a task has them (not part of the protocol 
   with one name are the same position (the search prunes repeats, seed_tot/search/known_states.py);
 - `reaches_goal(problem, state) -> bool`: the task can show that the state solves the problem
   (the search stops there);
-- `next_moves(problem, state, step) -> list[str]`, `move_prompt(problem, state, step, options) -> str`,
-  `move_prefix: str`: the moves a state allows, a prompt that shows them under letters, and the
-  text the reply starts with before the letter (thought mode "choose": the target ranks the moves
-  instead of sampling thoughts, seed_tot/reasoning/move_chooser.py);
+- `next_moves(problem, state, step) -> list[str]`: the moves a state allows, each worded as a
+  thought (thought mode "choose": the target ranks them by the probability of writing each after
+  the thought prompt instead of sampling thoughts, seed_tot/reasoning/move_chooser.py);
 - `judge_prompt(answer) -> str` and `judge_record(reply) -> dict`: a model grades the final answer
   beside `score` (Creative Writing's 1-10 coherency): the target answers the prompt greedily and
   the fields judge_record reads from its reply join the problem's record

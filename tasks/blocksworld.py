@@ -71,8 +71,8 @@ class BlocksworldTask:
     gets `fallback_value` = 0.0, the same as "bad". The thought prompt lists the actions legal in the
     current state (simulated from the domain). A thought ends at its first line break (one
     action per thought). With thought mode "choose" the target ranks those legal actions, less
-    the ones that return to a position already passed, by the letter it would answer
-    (seed_tot/reasoning/move_chooser.py). The CoT candidate writes the whole plan at once.
+    the ones that return to a position already passed, by the probability of writing each after
+    the thought prompt (seed_tot/reasoning/move_chooser.py). The CoT candidate writes the whole plan at once.
     """
 
     name = "blocksworld"
@@ -82,7 +82,6 @@ class BlocksworldTask:
     thought_stop = ("\n",)
     verdict_values = {"good": 1.0, "bad": 0.0}  # value mode "logits": the reply's first word
     verdict_prefix = ""
-    move_prefix = "Answer:"  # thought mode "choose": the reply starts here, then the move's letter
     votable = True  # answers are plans in PlanBench wording: equal plans can be counted
     # the CLI's search when none is given: on instances 1-20 the tree's final answer solved no more than
     # the chains' vote, at several times its tokens (docs/quality.md, docs/evaluator.md)
@@ -148,13 +147,6 @@ class BlocksworldTask:
         objects = planning_problem(problem.meta["instance_pddl"]).objects
         return [action_text(action) for action, after in applicable_actions(self.domain, objects, result.final_state)
                 if after not in passed]
-
-    def move_prompt(self, problem: Problem, state: str, step: int, options: str) -> str:
-        """The thought prompt with the moves under letters; the reply starts with `move_prefix`."""
-        context = self._plan_context(problem, plan_lines(state))
-        context["possible_actions"] = options
-        return load_template(self.name, "move").format(demonstrations=load_template(self.name, "demonstrations"),
-                                                        **context)
 
     def value_prompt(self, problem: Problem, state: str, step: int) -> str:
         lines = plan_lines(state)

@@ -1,16 +1,16 @@
 """Thought mode "choose" (seed_tot/reasoning/move_chooser.py): the target ranks the moves a task
-lists by the letter it would answer, and the n most likely become the children."""
+lists by the probability of writing each (decoding held to the listed moves), and the n most
+likely become the children."""
 
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 from search_helpers import FORMATTER, PROBLEM, TOKENIZER, make_task
 
 from seed_tot.errors import ConfigError
-from seed_tot.reasoning.move_chooser import label_tokens, lettered, ranked
+from seed_tot.reasoning.move_chooser import branch_points, move_probabilities, move_tokens
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.requests import GenerationResult, GenerationStats
 from seed_tot.scheduling.factory import make_executor
@@ -25,8 +25,6 @@ MOVES = ["go north", "go south", "go east", "go west"]
 def move_task(moves=lambda state: MOVES, depth=1):
     task = make_task(depth=depth)
     task.next_moves = lambda problem, state, step: moves(state)
-    task.move_prompt = lambda problem, state, step, options: f"Pick a move for {problem.question}\n{options}\n"
-    task.move_prefix = "Answer:"
     return task
 
 
@@ -49,39 +47,54 @@ class ScoresWithModelValuesByScript:
         self.executor.close()
 
 
-def test_moves_are_lettered_and_ranked_most_likely_first_ties_to_the_first_listed():
-    assert lettered(["a", "b"]) == "A. a\nB. b"
-    order = ranked([math.log(0.2), math.log(0.5), math.log(0.2), math.log(0.1)])
-    assert [i for i, _ in order] == [1, 0, 2, 3]
-    assert [p for _, p in order] == pytest.approx([0.5, 0.2, 0.2, 0.1])
+def test_a_moves_probability_is_the_product_over_the_points_where_moves_part():
+    tokens = [(1, 2, 3), (1, 2, 4), (5,)]
+    branches = branch_points(tokens)
+    assert branches == {(): (1, 5), (1, 2): (3, 4)}
+    logprobs = {(): [math.log(0.6), math.log(0.2)], (1, 2): [math.log(0.1), math.log(0.3)]}
+    # renormalised at each point: 0.75 / 0.25 at the root, 0.25 / 0.75 after (1, 2)
+    assert move_probabilities(tokens, branches, logprobs) == pytest.approx([0.75 * 0.25, 0.75 * 0.75, 0.25])
 
 
-def test_letter_tokens_follow_the_prefix_as_the_tokenizer_writes_them():
-    # a byte tokenizer writes " A" as two tokens, so the bare letter after "Answer:" is read
-    assert label_tokens(FORMATTER, "Answer:") == tuple(TOKENIZER.encode(c)[0] for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+def test_moves_that_start_one_another_cannot_be_told_apart():
+    with pytest.raises(ConfigError, match="one the start of the other.*--thought-mode sample"):
+        move_tokens(FORMATTER, "Move:\n", ["go", "go on"])
+
+
+def hand_probability(target, context_ids, moves, move):
+    """P(move) under decoding held to `moves`: at each byte where moves part, the model's softmax
+    over the bytes that continue a move there, no cache, no batching."""
+    import torch
+
+    p, written = 1.0, ""
+    for char in move:
+        options = sorted({m[len(written)] for m in moves if m.startswith(written) and len(m) > len(written)})
+        if len(options) > 1:
+            ids = [TOKENIZER.encode(c)[0] for c in options]
+            with torch.no_grad():
+                logits = target.model(torch.tensor([context_ids + TOKENIZER.encode(written)])).logits[0, -1].float()
+            p *= torch.softmax(logits[ids], -1)[options.index(char)].item()
+        written += char
+    return p
 
 
 def test_the_children_are_the_models_most_likely_moves(tiny_pair):
     _, target = tiny_pair
-    task = move_task()
+    moves = ["go north", "go nowhere", "go south", "stay"]
+    task = move_task(moves=lambda state: moves)
     executor = ScoresWithModelValuesByScript(make_executor("batched", target))
     config = BFSConfig(depth=1, n_thoughts=2, value_samples=1, thought_mode="choose", cot_candidate=False)
     result = BFS(task, executor, PromptFormatter(target.tokenizer), config).run(PROBLEM)
 
-    prompt_ids = FORMATTER.encode(task.move_prompt(PROBLEM, "", 0, lettered(MOVES)), "Answer:")
-    import torch
-
-    with torch.no_grad():
-        logits = target.model(torch.tensor([prompt_ids])).logits[0, -1].float()
-    letters = [TOKENIZER.encode(c)[0] for c in "ABCD"]
-    probs = torch.softmax(logits[letters], -1).tolist()
-    best = sorted(range(4), key=lambda i: (-probs[i], i))[:2]
-
+    context_ids = FORMATTER.encode(task.thought_prompt(PROBLEM, "", 0))
+    expected = [hand_probability(target, context_ids, moves, move) for move in moves]
+    assert sum(expected) == pytest.approx(1.0)
+    best = sorted(range(len(moves)), key=lambda i: (-expected[i], i))[:2]
     children = result.tree.children(0)
-    assert [c.thought for c in children] == [MOVES[i] for i in best]
-    assert [c.info["move_probability"] for c in children] == pytest.approx([probs[i] for i in best], rel=1e-4)
-    thought_batch = executor.batches[0]
-    assert len(thought_batch) == 1 and thought_batch[0].score_tokens == tuple(letters)  # one forward per state
+    assert [c.thought for c in children] == [moves[i] for i in best]
+    assert [c.info["move_probability"] for c in children] == pytest.approx([expected[i] for i in best], rel=1e-3)
+    # the moves part at the start ("g"/"s"), after "go " ("n"/"s") and after "go no" ("r"/"w"): three forwards
+    assert len(executor.batches[0]) == 3 and all(r.score_tokens for r in executor.batches[0])
     assert sum(c.generation.new_tokens for c in children) == 0
 
 
@@ -108,13 +121,14 @@ def test_bfs_goes_back_to_the_best_unexpanded_state_when_its_kept_state_is_a_dea
     config = BFSConfig(n_thoughts=2, value_samples=1, thought_mode="choose", cot_candidate=False, backtrack=backtrack)
     result = BFS(task, executor, FORMATTER, config).run(PROBLEM)
     north, south = result.tree.children(0)
-    assert north.info["selected"] and north.info["dead_end"]  # the first listed move wins the tie, and dies
+    assert north.info["selected"] and north.info["dead_end"]  # "n" is scored above "s" and the values tie: it dies
     thought_rounds = [b for b in executor.batches if b[0].score_tokens is not None]
     if backtrack:
         assert south.info["backtracked"] and max(n.depth for n in result.tree.nodes()) == 2
         assert result.tree.node(result.chosen_path[-1]).state.strip() == "go south\ngo east"
         east = result.tree.node(result.chosen_path[-1])
-        assert len(thought_rounds) == 2 and east.info["bfs_step"] == 2  # the dead end took step 1 of T = 3
+        assert east.info["bfs_step"] == 2 and east.info["move_probability"] == 1.0  # the dead end took step 1 of 3
+        assert len(thought_rounds) == 1  # only the root's two moves part; a lone move needs no forward
     else:
         assert "backtracked" not in south.info and not result.tree.children(south.id)
         assert result.chosen_path == [0, north.id]
@@ -152,8 +166,8 @@ def test_blocksworld_lists_the_legal_moves_that_do_not_go_back():
 
 
 class ScriptedScoring:
-    """Scoring requests favour the letter of the next gold action (else the first letter);
-    evaluator replies say "good". Records every batch."""
+    """Scoring requests favour the token that continues the next gold action (else the first
+    token listed); evaluator replies say "good". Records every batch."""
 
     name = "scripted-scoring"
 
@@ -168,11 +182,14 @@ class ScriptedScoring:
 
     def _score(self, request):
         prompt = TOKENIZER.decode(request.prompt_ids)
-        options = dict(re.findall(r"^([A-Z])\. (.+)$", prompt.rsplit("[POSSIBLE ACTIONS]", 1)[-1], re.M))
-        plan = plan_lines(prompt.rsplit("[PLAN]\n", 1)[-1].split("\n\n", 1)[0].replace("(no actions yet)", ""))
-        wanted = self.gold[len(plan)] if plan == self.gold[: len(plan)] and len(plan) < len(self.gold) else None
-        letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[: len(request.score_tokens)]
-        logprobs = [0.0 if options.get(letter) == wanted else -1.0 - i for i, letter in enumerate(letters)]
+        wanted, written = None, ""
+        if "The current action is:" in prompt:
+            written = prompt.rsplit("The current action is:", 1)[1].lstrip("\n")
+            plan = plan_lines(prompt.rsplit("[PLAN]\n", 1)[-1].split("\n\n", 1)[0].replace("(no actions yet)", ""))
+            on_gold = plan == self.gold[: len(plan)] and len(plan) < len(self.gold)
+            wanted = self.gold[len(plan)] if on_gold else None
+        texts = [written + TOKENIZER.decode([token]) for token in request.score_tokens]
+        logprobs = [0.0 if wanted and wanted.startswith(text) else -1.0 - i for i, text in enumerate(texts)]
         return GenerationResult(request.request_id, [], "", "stop", GenerationStats(target_forwards=1),
                                 candidate_logprobs=logprobs)
 
@@ -192,4 +209,5 @@ def test_blocksworld_bfs_with_chosen_moves_never_makes_an_illegal_or_repeated_ch
         siblings = [n.thought for n in result.tree.children(parent)]
         assert len(set(siblings)) == len(siblings)
     assert not any("on its path" in n.info.get("rejected", "") for n in children)  # never listed
-    assert all(len(batch) == 1 for batch in executor.batches if batch[0].score_tokens is not None)
+    scoring = [r for batch in executor.batches for r in batch if r.score_tokens is not None]
+    assert scoring and all(len(r.score_tokens) > 1 for r in scoring)  # one request per point where moves part

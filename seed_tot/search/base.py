@@ -136,8 +136,7 @@ class Search(ABC):
     def check(cls, task: Task, config: SearchConfig) -> None:
         """Raise ConfigError when this search cannot run on `task` with `config` (before any model loads)."""
         if config.thought_mode == "choose" and not can_choose_moves(task):
-            raise ConfigError(f"Task {task.name} cannot list its moves (next_moves, move_prompt, move_prefix): "
-                              "use --thought-mode sample.")
+            raise ConfigError(f"Task {task.name} cannot list its moves (next_moves): use --thought-mode sample.")
 
     def run(self, problem: Problem) -> SearchResult:
         """Search one problem on this search's executor."""
