@@ -8,6 +8,7 @@
 #
 #   nice -n 5 scripts/blocksworld_moves.sh [OUT]     # default docs/results/blocksworld-21-40
 #   seed-tot report OUT/sample OUT/choose
+#   BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh docs/results/blocksworld-41-60   # one arm, instances 41-60
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
@@ -19,6 +20,7 @@ FIRST=${BW_START:-20}
 COUNT=${BW_LIMIT:-20}
 CHUNK=${BW_CHUNK:-5}
 CONCURRENCY=${BW_CONCURRENCY:-5}
+ARMS=${BW_ARMS:-choose sample}
 
 run_arm() {  # run_arm MODE START LIMIT
     local folder="$OUT/$1"
@@ -30,7 +32,8 @@ run_arm() {  # run_arm MODE START LIMIT
 
 for ((start = FIRST; start < FIRST + COUNT; start += CHUNK)); do
     limit=$((FIRST + COUNT - start < CHUNK ? FIRST + COUNT - start : CHUNK))
-    run_arm choose "$start" "$limit"
-    run_arm sample "$start" "$limit"
+    for arm in $ARMS; do
+        run_arm "$arm" "$start" "$limit"
+    done
 done
 echo "done: $OUT"
