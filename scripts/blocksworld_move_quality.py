@@ -54,7 +54,8 @@ def rated_moves(trace, problem) -> list[dict]:
         pddl = problem.meta["instance_pddl"]
         far, near = distance(pddl, before), distance(pddl, here)
         moves.append({"parent": node.parent, "optimal": far is not None and near == far - 1,
-                      "value": node.value, "probability": node.info.get("move_probability")})
+                      "value": node.value, "probability": node.info.get("move_probability"),
+                      "verb": node.thought.split()[0] if node.thought.split() else ""})
     return moves
 
 
@@ -72,7 +73,7 @@ def top_choice_rate(moves: list[dict], signal: str) -> tuple[float, float, int] 
     return top, chance, len(groups)
 
 
-def folder_report(folder: Path, problems: dict) -> list[str]:
+def folder_moves(folder: Path, problems: dict) -> list[dict]:
     moves = []
     for line in (folder / "results.jsonl").read_text().splitlines():
         record = json.loads(line)
@@ -80,6 +81,10 @@ def folder_report(folder: Path, problems: dict) -> list[str]:
             continue
         trace = load_trace(record["trace_path"])
         moves.extend(rated_moves(trace, problems[trace.problem_id]))
+    return moves
+
+
+def folder_report(folder: Path, moves: list[dict]) -> list[str]:
     rows = []
     for signal in ("value", "probability"):
         scored = [m for m in moves if m[signal] is not None]
@@ -98,11 +103,22 @@ def main() -> None:
     parser.add_argument("folders", nargs="+", type=Path, help="run folders of seed-tot blocksworld (results.jsonl)")
     args = parser.parse_args()
     problems = {problem.id: problem for problem in TASK.load()}
+    moves = {folder: folder_moves(folder, problems) for folder in args.folders}
     print("| run | signal | rated legal moves | optimal | AUROC | top-ranked child optimal |")
     print("|---|---|---|---|---|---|")
     for folder in args.folders:
-        for row in folder_report(folder, problems):
+        for row in folder_report(folder, moves[folder]):
             print(row)
+    print("\nMean evaluator value by the move's first word, all runs above together:\n")
+    print("| move | optimal: moves, mean value | not optimal: moves, mean value |")
+    print("|---|---|---|")
+    every = [move for folder_moves_ in moves.values() for move in folder_moves_]
+    for verb in sorted({move["verb"] for move in every}):
+        cells = []
+        for optimal in (True, False):
+            values = [m["value"] for m in every if m["verb"] == verb and m["optimal"] == optimal and m["value"] is not None]
+            cells.append(f"{len(values)}, {sum(values) / len(values):.3f}" if values else "0, -")
+        print(f"| {verb} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

@@ -211,3 +211,23 @@ def test_blocksworld_bfs_with_chosen_moves_never_makes_an_illegal_or_repeated_ch
     assert not any("on its path" in n.info.get("rejected", "") for n in children)  # never listed
     scoring = [r for batch in executor.batches for r in batch if r.score_tokens is not None]
     assert scoring and all(len(r.score_tokens) > 1 for r in scoring)  # one request per point where moves part
+
+
+def test_the_move_quality_script_marks_the_gold_plan_optimal():
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "blocksworld_move_quality.py"
+    spec = importlib.util.spec_from_file_location("blocksworld_move_quality", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    config = BFSConfig(n_thoughts=3, value_samples=1, thought_mode="choose", cot_candidate=False)
+    result = BFS(BLOCKS, ScriptedScoring(GOLD), PromptFormatter(TOKENIZER), config).run(INSTANCE)
+    moves = script.rated_moves(SimpleNamespace(nodes=list(result.tree.nodes())), INSTANCE)
+    rated = [n for n in result.tree.nodes() if n.depth > 0 and "rejected" not in n.info]
+    assert len(moves) == len(rated)
+    on_path = {n.id for n in rated if n.id in result.chosen_path}
+    assert on_path and all(m["optimal"] for n, m in zip(rated, moves) if n.id in on_path)
+    assert not all(m["optimal"] for m in moves)  # a sibling that does not shorten the plan is told apart
