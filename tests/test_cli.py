@@ -83,6 +83,7 @@ def test_resume_skips_finished_problems(tmp_path):
         (["--tiny", "--method", "fastcot"], "add --temperature 0 --value-temperature 0"),
         (["--tiny", "--method", "fastcot", "--temperature", "0"], "add --value-temperature 0,"),
         (["--value-mode", "logits", "--method", "seed"], "--value-mode samples"),
+        (["--value-mode", "logits", "--method", "hf-generate"], "--value-mode samples"),
         (["--search", "self-consistency", "--no-vote"], "drop --no-cot and --no-vote"),
         (["--search", "bfs", "--thought-mode", "choose", "--method", "seed"], "--thought-mode sample"),
         (["--search", "bfs", "--thought-mode", "choose"], "cannot list its moves"),  # GSM8K has no move list
@@ -230,11 +231,14 @@ def test_a_run_on_a_user_data_file_records_the_file_and_keeps_its_ids_apart(tmp_
 
 
 @pytest.mark.parametrize("command, args, expected", [
-    ("gsm8k", [], "self-consistency"),  # measured on held-out problems: docs/quality.md
-    ("blocksworld", [], "self-consistency"),
-    ("creative-writing", [], "bfs"),
-    ("gsm8k", ["--search", "bfs"], "bfs"),
-    ("blocksworld", ["--search", "bfs"], "bfs"),
+    ("gsm8k", [], ("self-consistency", "sample", "samples")),  # measured on held-out problems: docs/quality.md
+    ("blocksworld", [], ("self-consistency", "choose", "logits")),
+    ("creative-writing", [], ("bfs", "sample", "samples")),
+    ("gsm8k", ["--search", "bfs"], ("bfs", "sample", "samples")),
+    ("blocksworld", ["--search", "bfs"], ("bfs", "choose", "logits")),  # the tree measured on instances 21-40
+    ("blocksworld", ["--search", "bfs", "--thought-mode", "sample", "--value-mode", "samples"], ("bfs", "sample", "samples")),
+    ("blocksworld", ["--search", "bfs", "--method", "seed"], ("bfs", "sample", "samples")),  # SEED cannot score
+    ("blocksworld", ["--search", "bfs", "--method", "hf-generate"], ("bfs", "sample", "samples")),
 ])
 def test_the_search_defaults_to_the_tasks_own(tmp_path, monkeypatch, command, args, expected):
     from click.testing import CliRunner
@@ -243,8 +247,12 @@ def test_the_search_defaults_to_the_tasks_own(tmp_path, monkeypatch, command, ar
     from seed_tot.cli import main
 
     planned = {}
-    monkeypatch.setattr(task_run, "run_task", lambda name, opts: planned.update(
-        search=task_run.plan_run(name, opts).opts.search))
+
+    def plan(name, opts):
+        opts = task_run.plan_run(name, opts).opts
+        planned["settings"] = (opts.search, opts.thought_mode, opts.value_mode)
+
+    monkeypatch.setattr(task_run, "run_task", plan)
     result = CliRunner().invoke(main, [command, "--tiny", "--out", str(tmp_path / "x"), *args])
     assert result.exit_code == 0, result.output
-    assert planned["search"] == expected
+    assert planned["settings"] == expected

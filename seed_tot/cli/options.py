@@ -73,7 +73,7 @@ def search_options(f):
         click.option("--depth", type=int, default=None, help="Steps T (default: the task's paper setting)."),
         click.option("--iterations", type=int, default=10, show_default=True, help="MCTS: iterations."),
         click.option("--exploration-weight", type=float, default=1.0, show_default=True, help="MCTS: UCT exploration weight."),
-        click.option("--thought-mode", "thought_mode", type=click.Choice(["sample", "choose"]), default="sample", show_default=True, help="How a state's children are made: sample (--thoughts sampled thoughts) or choose (tasks that list their moves, Blocksworld: the target's --thoughts most likely legal moves, read from one forward, no thought generated)."),
+        click.option("--thought-mode", "thought_mode", type=click.Choice(["sample", "choose"]), default=None, help="How a state's children are made: sample (--thoughts sampled thoughts) or choose (tasks that list their moves: the target's --thoughts most likely listed moves, read from forwards, no thought generated). Default: the task's own where the method can score (Blocksworld: choose), else sample."),
         click.option("--known-states/--no-known-states", default=True, show_default=True, help="Tasks that name their states (Blocksworld): prune thoughts that return to a state on their path or already in the tree, and stop at a state shown to reach the goal."),
         click.option("--output-strategy", type=click.Choice(["max_reward", "most_visited"]), default="max_reward", show_default=True, help="MCTS: how the answer node is chosen."),
     ])
@@ -85,7 +85,7 @@ def decode_options(f):
         click.option("--max-new-tokens", type=int, default=None, help="New tokens per thought (default: the task's budget: 256, Creative Writing 768); a thought cut off here is rejected, never an answer."),
         click.option("--value-max-new-tokens", type=int, default=128, show_default=True, help="New tokens per State Evaluator reply."),
         click.option("--value-samples", type=int, default=3, show_default=True, help="Evaluator replies per state, averaged (k, as in Tree-of-Thoughts)."),
-        click.option("--value-mode", type=click.Choice(["samples", "logits"]), default="samples", show_default=True, help="How the State Evaluator rates a state: samples (--value-samples replies, parsed) or logits (the verdict words' probabilities from one forward, no reply generated; tasks with verdict words: GSM8K, Blocksworld)."),
+        click.option("--value-mode", type=click.Choice(["samples", "logits"]), default=None, help="How the State Evaluator rates a state: samples (--value-samples replies, parsed) or logits (the verdict words' probabilities from one forward, no reply generated; tasks with verdict words: GSM8K, Blocksworld). Default: the task's own where the method can score (Blocksworld: logits), else samples."),
         click.option("--value-temperature", type=float, default=0.7, show_default=True, help="Evaluator sampling temperature (0 = one greedy reply is enough: use --value-samples 1)."),
         click.option("--cot/--no-cot", default=True, show_default=True, help="Add one greedy chain-of-thought answer of the target to the vote (ties go to it); tasks with a CoT prompt (GSM8K, Blocksworld)."),
         click.option("--cot-samples", type=int, default=4, show_default=True, help="Sampled chains of thought (at --temperature and --top-p) that join the vote beside the greedy one: independent paths, as in self-consistency. 0 = none; with --no-cot or --no-vote none run."),

@@ -65,7 +65,7 @@ class TaskRunOptions:
     batching: str = "continuous"
     method_options: tuple[str, ...] = ()
     draft_dtype: str = "auto"
-    value_mode: str = "samples"
+    value_mode: str | None = None  # None: the task's default_value_mode where the method can score, else samples
     known_states: bool = True
     server_url: str | None = None
     server_api: str = "auto"
@@ -75,7 +75,7 @@ class TaskRunOptions:
     ray_address: str | None = None  # None: run here; "": Ray's default cluster; else a Ray address
     ray_actors: int | None = None  # None: one per machine (seed_tot.distributed.ray_pool.plan_actors)
     vote_weight: str = "leaf"
-    thought_mode: str = "sample"
+    thought_mode: str | None = None  # None: the task's default_thought_mode where the method can score, else sample
     backtrack: bool = True
 
 
@@ -346,9 +346,23 @@ class RunPlan(NamedTuple):
     data_file: dict
 
 
+def with_task_defaults(opts: TaskRunOptions, task) -> TaskRunOptions:
+    """The task's own search, thought mode and value mode where the command gave none (the modes
+    that read log-probabilities only where the method can score)."""
+    from seed_tot.scheduling.factory import can_score
+
+    scores = can_score(opts.method)
+    return replace(
+        opts,
+        search=opts.search or getattr(task, "default_search", "bfs"),
+        thought_mode=opts.thought_mode or (getattr(task, "default_thought_mode", "sample") if scores else "sample"),
+        value_mode=opts.value_mode or (getattr(task, "default_value_mode", "samples") if scores else "samples"),
+    )
+
+
 def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
     """Check every setting and pick the problems still to do, before any model loads."""
-    from seed_tot.scheduling.factory import ENGINE_METHODS, default_concurrency
+    from seed_tot.scheduling.factory import ENGINE_METHODS, can_score, default_concurrency
     from seed_tot.search import search_class
     from tasks import get_task
     from tasks.base import data_file_record
@@ -367,16 +381,15 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
     _check_numbers(opts)
     method_settings = executor_options(opts)
     task = get_task(task_name)
-    if opts.search is None:
-        opts = replace(opts, search=getattr(task, "default_search", "bfs"))
+    opts = with_task_defaults(opts, task)
     search_cls = search_class(opts.search)
     if opts.value_mode == "logits":
         if not getattr(task, "verdict_values", None):
             raise ConfigError(f"Task {task_name} has no verdict words to read from logits: use --value-mode samples.")
-        if opts.method.startswith("seed"):
+        if not can_score(opts.method):
             raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --value-mode "
                               "samples, or a method such as batched-lookup, batched or ar.")
-    if opts.thought_mode == "choose" and opts.method.startswith("seed"):
+    if opts.thought_mode == "choose" and not can_score(opts.method):
         raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --thought-mode "
                           "sample, or a method such as batched-lookup, batched or ar.")
     try:

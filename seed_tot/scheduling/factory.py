@@ -53,6 +53,13 @@ METHODS = (
 )
 # Methods whose tokens come from an inference server (seed_tot/engines), not from a ModelRunner.
 ENGINE_METHODS = {"llama-cpp", "server"}
+# Methods whose executors cannot read next-token log-probabilities (scoring requests: the logit
+# State Evaluator, chosen moves); every other method's executor can.
+CANNOT_SCORE = {"seed", "seed-mcsd", "hf-generate", *ENGINE_METHODS}
+
+
+def can_score(method: str) -> bool:
+    return method not in CANNOT_SCORE
 # Problems searched at once on a server: enough requests in flight to fill its slots.
 ENGINE_CONCURRENCY = 4
 NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
