@@ -111,3 +111,22 @@ def test_mcts_stops_at_the_goal():
     assert max(n.id for n in result.tree.nodes()) < goal.id + config.n_thoughts  # nothing expanded after it
     control, control_executor = run(MCTS, config.model_copy(update={"known_states": False}), undo_first=False)
     assert len(executor.batches) < len(control_executor.batches)
+
+
+def test_a_plan_shown_at_the_goal_is_the_answer_whatever_the_chains_vote():
+    from seed_tot.search.answers import is_chain_of_thought, select_answer
+    from seed_tot.tree import ReasoningTree
+
+    tree = ReasoningTree()
+    root = tree.add_root("")
+    wrong = "\n".join(GOLD[:2])  # a legal plan that stops short of the goal
+    for index in range(2):  # the greedy chain and a sampled one agree on it
+        chain = tree.add_child(root.id, thought=wrong, state=wrong, kind="answer")
+        chain.info["cot" if index == 0 else "cot_sample"] = True if index == 0 else index
+    goal = tree.add_child(root.id, thought=GOLD[-1], state="\n".join(GOLD), kind="answer")
+    goal.value = 0.0
+    assert select_answer(TASK, PROBLEM, tree, goal.id, vote=True).answer == wrong  # unmarked: outvoted 2 to 1
+    goal.info["goal"] = True
+    selection = select_answer(TASK, PROBLEM, tree, goal.id, vote=True)
+    assert selection.method == "goal" and selection.answer == "\n".join(GOLD)
+    assert select_answer(TASK, PROBLEM, tree, goal.id, vote=True, keep=is_chain_of_thought).answer == wrong

@@ -89,7 +89,7 @@ def sample_results(row: dict) -> list[GenerationResult]:
 def vote_answer(task: Task, problem: Problem, tree, chosen_id: int, keep) -> str | None:
     """The vote over the answer nodes kept by `keep` (None: none of them votes)."""
     selection = select_answer(task, problem, tree, chosen_id, vote=True, keep=keep)
-    return selection.answer if selection.method == "vote" else None
+    return selection.answer if selection.method in ("vote", "goal") else None
 
 
 def search_choice(task: Task, problem: Problem, trace: Trace) -> tuple[int, str | None]:

@@ -52,7 +52,9 @@ def _vote_panel(trace: Trace, nodes: list[dict]) -> dict | None:
     tied = sorted(answer for answer, count in votes.items() if count == top)
     cot_answer = selection.get("cot_answer")
     greedy = next((node for node in nodes if node["cot"] == "greedy"), None)
-    if selection.get("method") != "vote":
+    if selection.get("method") == "goal":
+        rule = "No vote: the search reached a state the task shows at the goal, and its plan is the answer."
+    elif selection.get("method") != "vote":
         rule = "No vote: the node the search chose gives the answer."
     elif len(tied) < 2:
         rule = "Majority: the answer with the most votes wins."

@@ -148,7 +148,8 @@ class Trace(_Record):
     correct: bool | None
     metrics: MetricsRecord
     batches: list[BatchTraceRecord]
-    # How the answer was chosen: "vote" (counts per answer, the CoT candidate's answer) or "search".
+    # How the answer was chosen: "vote" (counts per answer, the CoT candidate's answer), "search", or
+    # "goal" (the search's choice was shown at the goal by the task, so no vote).
     selection: dict[str, Any] | None = None
     # The problem's task data beyond question and gold (e.g. Blocksworld's PDDL), so a report can
     # score the trace without the data file; and which data file the run read (path, sha256).

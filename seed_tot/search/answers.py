@@ -29,7 +29,7 @@ VOTE_WEIGHTS = ("leaf", "path")
 class Selection:
     answer: str | None
     node_id: int  # the node whose path is reported as the chosen path
-    method: str  # "vote" or "search"
+    method: str  # "vote", "search", or "goal" (the search's choice is shown at the goal: no vote)
     votes: dict[str, int] = field(default_factory=dict)
     cot_answer: str | None = None
     search_answer: str | None = None  # what the search's own choice answered
@@ -81,6 +81,9 @@ def select_answer(
     search_answer = task.extract_answer(problem, chosen.state)
     cot = next((node for node in tree.nodes() if node.info.get("cot") and keep(node)), None)
     cot_answer = task.extract_answer(problem, cot.state) if cot is not None else None
+    if chosen.info.get("goal") and keep(chosen):  # the task showed this plan solves the problem: no vote can beat it
+        return Selection(search_answer, chosen_id, "goal", cot_answer=cot_answer, search_answer=search_answer,
+                         search_node_id=chosen_id)
     votable = vote and getattr(task, "votable", False)
     candidates = [(a, node) for a, node in vote_candidates(task, problem, tree) if keep(node)] if votable else []
     if not candidates:
