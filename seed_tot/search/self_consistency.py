@@ -2,9 +2,8 @@
 vote (Wang et al., 2023). The greedy chain and `cot_samples` sampled ones (at the thought
 temperature and top-p) run as one batch; ties go to the greedy chain's answer.
 
-On 30 held-out GSM8K problems these chains voting answered as well as the tree that also ran them,
-at half its tokens, and on Blocksworld the tree never beat them (docs/quality.md), so both tasks'
-CLI default is this search.
+On 40 held-out GSM8K problems these chains voting answered as well as the tree that also ran them,
+at half its tokens (docs/quality.md), so GSM8K's CLI default is this search.
 """
 
 from __future__ import annotations
