@@ -37,8 +37,10 @@ SCORE_ONLY = DecodeConfig(max_new_tokens=1, temperature=0.0)  # a scoring reques
 Prefix = tuple[int, ...]
 
 
-def can_choose_moves(task: Task) -> bool:
-    return hasattr(task, "next_moves")
+def require_moves(task: Task) -> None:
+    """Raise ConfigError when `task` cannot list its moves (thought mode "choose" needs next_moves)."""
+    if not hasattr(task, "next_moves"):
+        raise ConfigError(f"Task {task.name} cannot list its moves (next_moves): use --thought-mode sample.")
 
 
 def move_tokens(formatter: PromptFormatter, context: str, moves: list[str]) -> list[Prefix]:
@@ -91,8 +93,7 @@ class MoveChooser:
     """The Thought Generator of thought mode "choose" (same requests/read interface)."""
 
     def __init__(self, task: Task, formatter: PromptFormatter, n: int, run_seed: int):
-        if not can_choose_moves(task):
-            raise ConfigError(f"Task {task.name} cannot list its moves (next_moves): use --thought-mode sample.")
+        require_moves(task)
         self.task = task
         self.formatter = formatter
         self.n = n

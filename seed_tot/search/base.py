@@ -21,7 +21,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
 from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
-from seed_tot.reasoning.move_chooser import MoveChooser, can_choose_moves
+from seed_tot.reasoning.move_chooser import MoveChooser, require_moves
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
@@ -65,7 +65,7 @@ class SearchConfig(BaseModel):
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
     thought_mode: Literal["sample", "choose"] = Field(
         "sample", description="sample: n sampled thoughts per state; choose: for tasks that list their moves "
-        "(next_moves), the target's n most likely listed moves, read from one forward per state"
+        "(next_moves), the target's n most likely listed moves, read from one forward per point where they part"
     )
     known_states: bool = Field(
         True, description="for tasks that name their states (state_key, reaches_goal): prune thoughts that "
@@ -135,8 +135,8 @@ class Search(ABC):
     @classmethod
     def check(cls, task: Task, config: SearchConfig) -> None:
         """Raise ConfigError when this search cannot run on `task` with `config` (before any model loads)."""
-        if config.thought_mode == "choose" and not can_choose_moves(task):
-            raise ConfigError(f"Task {task.name} cannot list its moves (next_moves): use --thought-mode sample.")
+        if config.thought_mode == "choose":
+            require_moves(task)
 
     def run(self, problem: Problem) -> SearchResult:
         """Search one problem on this search's executor."""
