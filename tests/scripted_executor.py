@@ -41,3 +41,24 @@ class ScriptedExecutor:
 
     def close(self) -> None:
         self.closed = True
+
+
+class ScoringByModel:
+    """Scoring requests (score_tokens) go to a real executor; every other reply is scripted by
+    `reply(request)`. Every batch it receives is recorded."""
+
+    name = "scoring-by-model"
+
+    def __init__(self, executor, reply: Callable[[GenerationRequest], str]):
+        self.executor = executor
+        self.reply = reply
+        self.batches: list[list[GenerationRequest]] = []
+
+    def run(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        self.batches.append(list(requests))
+        scored = iter(self.executor.run([r for r in requests if r.score_tokens is not None]))
+        return [next(scored) if r.score_tokens is not None
+                else GenerationResult(r.request_id, [1], self.reply(r), "eos") for r in requests]
+
+    def close(self) -> None:
+        self.executor.close()

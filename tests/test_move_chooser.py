@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from scripted_executor import ScoringByModel
 from search_helpers import FORMATTER, PROBLEM, TOKENIZER, make_task
 
 from seed_tot.errors import ConfigError
@@ -26,25 +27,6 @@ def move_task(moves=lambda state: MOVES, depth=1):
     task = make_task(depth=depth)
     task.next_moves = lambda problem, state, step: moves(state)
     return task
-
-
-class ScoresWithModelValuesByScript:
-    """Scoring requests go to a real executor; the evaluator's replies are scripted ("7")."""
-
-    name = "scores-with-scripted-values"
-
-    def __init__(self, executor):
-        self.executor = executor
-        self.batches = []
-
-    def run(self, requests):
-        self.batches.append(list(requests))
-        scored = iter(self.executor.run([r for r in requests if r.score_tokens is not None]))
-        return [next(scored) if r.score_tokens is not None else GenerationResult(r.request_id, [1], "7", "eos")
-                for r in requests]
-
-    def close(self):
-        self.executor.close()
 
 
 def test_a_moves_probability_is_the_product_over_the_points_where_moves_part():
@@ -82,7 +64,7 @@ def test_the_children_are_the_models_most_likely_moves(tiny_pair):
     _, target = tiny_pair
     moves = ["go north", "go nowhere", "go south", "stay"]
     task = move_task(moves=lambda state: moves)
-    executor = ScoresWithModelValuesByScript(make_executor("batched", target))
+    executor = ScoringByModel(make_executor("batched", target), reply=lambda request: "7")  # every value "7"
     config = BFSConfig(depth=1, n_thoughts=2, value_samples=1, thought_mode="choose", cot_candidate=False)
     result = BFS(task, executor, PromptFormatter(target.tokenizer), config).run(PROBLEM)
 

@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from scripted_executor import ScoringByModel
 from search_helpers import FORMATTER, PROBLEM, make_task, tiny_config
 
 from seed_tot.config import DecodeConfig
@@ -83,29 +84,9 @@ def hand_value(target, prompt_ids):
     return (p_yes * 1.0 + p_no * 0.0 + p_nope * 0.5) / (p_yes + p_no + p_nope), p_yes + p_no + p_nope
 
 
-class ScriptedThoughts:
-    """Thoughts scripted (finished, never cut off); scoring requests go to a real executor."""
-
-    name = "scripted-thoughts"
-
-    def __init__(self, executor):
-        self.executor = executor
-
-    def run(self, requests):
-        from seed_tot.requests import GenerationResult
-
-        scoring = self.executor.run([r for r in requests if r.score_tokens is not None])
-        scored = iter(scoring)
-        return [next(scored) if r.score_tokens is not None
-                else GenerationResult(r.request_id, [1], f" idea{r.seed % 1000} ", "eos") for r in requests]
-
-    def close(self):
-        self.executor.close()
-
-
 def run_logit_bfs(target, task, method="batched"):
     config = tiny_config(BFSConfig, depth=1, n_thoughts=3, value_mode="logits", cot_candidate=False)
-    executor = ScriptedThoughts(make_executor(method, target))
+    executor = ScoringByModel(make_executor(method, target), reply=lambda request: f" idea{request.seed % 1000} ")
     return BFS(task, executor, PromptFormatter(target.tokenizer), config).run(PROBLEM)
 
 
