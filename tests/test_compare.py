@@ -11,7 +11,7 @@ from test_report import task, write_run
 
 from seed_tot.cli.compare import comparison_report, draw, run_label
 from seed_tot.observe.paired_stats import expected_vote_accuracy, majority_credit, mcnemar_exact, paired_bootstrap
-from seed_tot.search import BestOfN, SearchConfig
+from seed_tot.search import BFS, BestOfN, BFSConfig, SearchConfig
 from seed_tot.search.answers import select_answer
 from seed_tot.task import Problem
 from seed_tot.tree import ReasoningTree
@@ -192,3 +192,24 @@ def test_a_pool_with_some_chains_unrated_shows_no_best_of_k(tmp_path):
         json.dumps({"problem_id": "mine-1", "sample_index": 1, "value": 0.5}) + "\n")
     text, points = comparison_report([tmp_path / "pool", tmp_path / "tree"], lambda name: task())
     assert not any(p.label.startswith("best-of-K") for p in points) and "best-of-K" not in text
+
+
+def test_two_tree_runs_are_set_against_each_other_by_problem(tmp_path):
+    """Same problems, same chains (answer 7, the gold); one tree's thoughts answer 7, the other's 5."""
+    def tree_answering(answer):
+        def reply(prompt, request):
+            return "ANSWER: 7" if prompt.startswith("SOLVE") else (f"ANSWER: {answer}" if prompt.startswith("THINK") else "9")
+        return lambda executor: BFS(task(), ScriptedExecutor(TOKENIZER, reply), FORMATTER,
+                                    BFSConfig(n_thoughts=3, depth=1, value_samples=1, cot_samples=0))
+
+    problems = [Problem(id=f"mine-{i}", question="What is 3 + 4?", gold="7") for i in (1, 2, 3)]
+    write_run(tmp_path / "right", problems, search=tree_answering(7))
+    write_run(tmp_path / "wrong", problems, search=tree_answering(5))
+    text, _ = comparison_report([tmp_path / "right", tmp_path / "wrong"], lambda name: task())
+    lines = [line for line in text.splitlines() if " vs run right " in line]
+    assert len(lines) == 2
+    assert lines[0].startswith("- search's own choice: run wrong (") and lines[1].startswith("- ToT final")
+    for line in lines:  # the leaves outvote the one chain in the final answer too
+        assert "-100.0 points" in line and line.endswith("the second named is better")
+    alone, _ = comparison_report([tmp_path / "right"], lambda name: task())
+    assert " vs run " not in alone  # one run: nothing to pair

@@ -15,6 +15,7 @@ from math import comb
 from pathlib import Path
 
 from seed_tot.cli.run_report import (
+    COLUMNS,
     ProblemReport,
     problem_of,
     read_jsonl,
@@ -315,6 +316,31 @@ def own_chains_lines(pairs: list[tuple[Point, Point]]) -> list[str]:
     return lines
 
 
+def between_runs_lines(trees: list[TreeRun], ids: list[str]) -> list[str]:
+    """Every pair of runs with a tree, paired by problem: the search's own choice (the tree alone) and
+    the final answer of the later folder against the earlier one."""
+    runs = [tree for tree in trees if tree.has_tree]
+    lines = []
+    for index, earlier in enumerate(runs):
+        for later in runs[index + 1:]:
+            for rule in ("search", "final"):
+                differences = [float(later.reports[pid].correct[rule]) - float(earlier.reports[pid].correct[rule])
+                               for pid in ids]
+                low, high = paired_bootstrap(differences, BOOTSTRAP_RESAMPLES)
+                lines.append(f"- {COLUMNS[rule]}: run {later.label} vs run {earlier.label}: "
+                             f"{100 * sum(differences) / len(ids):+.1f} points, 95% paired bootstrap "
+                             f"[{100 * low:+.1f}, {100 * high:+.1f}]: {pair_verdict(low, high)}")
+    return lines
+
+
+def pair_verdict(low: float, high: float) -> str:
+    if low > 0:
+        return "the first named is better"
+    if high < 0:
+        return "the second named is better"
+    return "no difference the data supports"
+
+
 def matched_k(sc: list[tuple[int, Point]], tokens: float) -> tuple[int, Point]:
     """The smallest K whose chains cost at least `tokens`, else the largest K there is."""
     return next(((k, p) for k, p in sc if p.tokens >= tokens), sc[-1])
@@ -381,7 +407,8 @@ def comparison_report(folders: list[Path], task_of) -> tuple[str, list[Point]]:
         correct = sum(point.per_problem)
         shown = f"{correct:.0f}" if correct == int(correct) else f"{correct:.2f}"
         lines.append(f"| {point.label} | {shown}/{n} | {point.accuracy:.1%} | {point.tokens:,.0f} |")
-    lines += ["", *comparison_lines(greedy, sc, tree_points), *own_chains_lines(own), *rerank_lines(sc, rerank)]
+    lines += ["", *comparison_lines(greedy, sc, tree_points), *own_chains_lines(own),
+              *between_runs_lines(trees, ids), *rerank_lines(sc, rerank)]
     return "\n".join(lines), table_rows
 
 
