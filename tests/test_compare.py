@@ -210,6 +210,6 @@ def test_two_tree_runs_are_set_against_each_other_by_problem(tmp_path):
     assert len(lines) == 2
     assert lines[0].startswith("- search's own choice: run wrong (") and lines[1].startswith("- ToT final")
     for line in lines:  # the leaves outvote the one chain in the final answer too
-        assert "-100.0 points" in line and line.endswith("the second named is better")
+        assert "-100.0 points" in line and line.endswith("the first named is worse")
     alone, _ = comparison_report([tmp_path / "right"], lambda name: task())
     assert " vs run " not in alone  # one run: nothing to pair

@@ -329,16 +329,8 @@ def between_runs_lines(trees: list[TreeRun], ids: list[str]) -> list[str]:
                 low, high = paired_bootstrap(differences, BOOTSTRAP_RESAMPLES)
                 lines.append(f"- {COLUMNS[rule]}: run {later.label} vs run {earlier.label}: "
                              f"{100 * sum(differences) / len(ids):+.1f} points, 95% paired bootstrap "
-                             f"[{100 * low:+.1f}, {100 * high:+.1f}]: {pair_verdict(low, high)}")
+                             f"[{100 * low:+.1f}, {100 * high:+.1f}]: {verdict(low, high, 'the first named')}")
     return lines
-
-
-def pair_verdict(low: float, high: float) -> str:
-    if low > 0:
-        return "the first named is better"
-    if high < 0:
-        return "the second named is better"
-    return "no difference the data supports"
 
 
 def matched_k(sc: list[tuple[int, Point]], tokens: float) -> tuple[int, Point]:
@@ -346,11 +338,12 @@ def matched_k(sc: list[tuple[int, Point]], tokens: float) -> tuple[int, Point]:
     return next(((k, p) for k, p in sc if p.tokens >= tokens), sc[-1])
 
 
-def verdict(low: float, high: float) -> str:
+def verdict(low: float, high: float, first: str = "the run") -> str:
+    """What a 95% interval of (first - second) supports."""
     if low > 0:
-        return "the run is better"
+        return f"{first} is better"
     if high < 0:
-        return "the run is worse"
+        return f"{first} is worse"
     return "no difference the data supports"
 
 
