@@ -101,7 +101,7 @@ def train_cllm(
             optimizer.zero_grad()
             parts.total.backward()
             optimizer.step()
-            log.write(json.dumps({"step": step + 1, "loss": float(parts.total), "consistency": parts.consistency, "ar": parts.ar}) + "\n")
+            log.write(json.dumps({"step": step + 1, "loss": parts.total.item(), "consistency": parts.consistency, "ar": parts.ar}) + "\n")
             log.flush()
             bar.update(1)
             bar.set_postfix(consistency=f"{parts.consistency:.3f}", ar=f"{parts.ar:.3f}")
