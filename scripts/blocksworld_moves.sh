@@ -12,6 +12,7 @@
 #   BW_SEARCH=mcts BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh docs/results/blocksworld-41-60   # MCTS, into mcts-choose/
 #   BW_DTYPE=bfloat16 ...    # --dtype bfloat16, into choose-bfloat16/ (default: --dtype auto, no suffix)
 #   BW_BREADTH=2 BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh docs/results/blocksworld-41-60   # beam b = 2, into choose-b2/
+#   BW_VALUE=samples ...     # --value-mode samples (the sampled State Evaluator), into <arm>-value-samples/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
@@ -27,6 +28,7 @@ ARMS=${BW_ARMS:-choose sample}
 SEARCH=${BW_SEARCH:-bfs}
 BREADTH=${BW_BREADTH:-1}
 DTYPE=${BW_DTYPE:-auto}
+VALUE=${BW_VALUE:-logits}
 
 run_arm() {  # run_arm MODE START LIMIT
     local folder="$OUT/$1"
@@ -36,12 +38,15 @@ run_arm() {  # run_arm MODE START LIMIT
     if [ "$BREADTH" != 1 ]; then
         folder="$folder-b$BREADTH"
     fi
+    if [ "$VALUE" != logits ]; then
+        folder="$folder-value-$VALUE"
+    fi
     if [ "$DTYPE" != auto ]; then
         folder="$folder-$DTYPE"
     fi
     mkdir -p "$folder"
-    echo "== $(date -u +%FT%TZ) seed-tot blocksworld --search $SEARCH --thought-mode $1 --value-mode logits --breadth $BREADTH --dtype $DTYPE --start $2 --limit $3 --concurrency $CONCURRENCY | $(uptime)" >>"$folder/run.log"
-    seed-tot blocksworld --search "$SEARCH" --thought-mode "$1" --value-mode logits --breadth "$BREADTH" --dtype "$DTYPE" --start "$2" --limit "$3" \
+    echo "== $(date -u +%FT%TZ) seed-tot blocksworld --search $SEARCH --thought-mode $1 --value-mode $VALUE --breadth $BREADTH --dtype $DTYPE --start $2 --limit $3 --concurrency $CONCURRENCY | $(uptime)" >>"$folder/run.log"
+    seed-tot blocksworld --search "$SEARCH" --thought-mode "$1" --value-mode "$VALUE" --breadth "$BREADTH" --dtype "$DTYPE" --start "$2" --limit "$3" \
         --concurrency "$CONCURRENCY" --resume --out "$folder" >>"$folder/run.log" 2>&1
 }
 
