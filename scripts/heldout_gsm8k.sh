@@ -17,6 +17,7 @@
 #   pool16  16 sampled chains per problem (adds samples 9..16 only; K = 16)
 #   bon     the best-of-n search itself on 8 new chains (logit evaluator); not in the default list:
 #           rerank measures the same rule on the pool's chains, paired, without generating
+#   beam    the tree's settings with breadth 2 (the 2 best states kept per level); not in the default list
 #   mcts    MCTS (10 iterations, logit State Evaluator, one vote per path, 4 sampled chains); not in the
 #           default list: about 4x the tokens of the BFS tree
 set -euo pipefail
@@ -67,8 +68,9 @@ stage() {
         rerank) rerank ;;
         pool16) pool 16 ;;
         bon) tree_run best-of-8-logits --search best-of-n --thoughts 8 --value-mode logits --cot-samples 0 ;;
+        beam) tree_run tree-bfs-b2-logits-path --search bfs --no-backtrack --breadth 2 --value-mode logits --vote-weight path ;;
         mcts) tree_run mcts-logits-path --search mcts --value-mode logits --vote-weight path ;;
-        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon or mcts" >&2; exit 2 ;;
+        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon, beam or mcts" >&2; exit 2 ;;
     esac
 }
 
