@@ -68,6 +68,18 @@ def test_resume_skips_finished_problems(tmp_path):
     assert len((out / "runs.jsonl").read_text().splitlines()) == 2  # no third run: no model loaded, nothing ran
 
 
+def test_resume_refuses_other_search_settings_and_keeps_the_results(tmp_path):
+    out = tmp_path / "run"
+    first = seed_tot("gsm8k", *SMALL, "--search", "bfs", "--method", "ar", "--limit", "1", "--out", str(out))
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = (out / "results.jsonl").read_text()
+    other = seed_tot("gsm8k", *SMALL, "--search", "bfs", "--thoughts", "3", "--method", "ar", "--limit", "2",
+                     "--out", str(out), "--resume")
+    assert other.returncode == 2
+    assert "n_thoughts: 2 -> 3" in other.stderr and "choose another --out" in other.stderr
+    assert (out / "results.jsonl").read_text() == before
+
+
 @pytest.mark.parametrize(
     "args,needle",
     [

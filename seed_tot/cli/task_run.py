@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import click
 from tqdm import tqdm
 
+from seed_tot.cli.resume import check_resume
 from seed_tot.config import DecodeConfig, parse_k_config
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.records import (
@@ -404,11 +405,23 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
     data_file = data_file_record(Path(opts.data_path) if opts.data_path else task.default_data_path)
     out = output_dir(task_name, opts)
     done = finished_ids(out / "results.jsonl") if opts.resume else set()
+    if done:
+        check_resume(out, resume_settings(task, search_cls, search_config, opts))
     todo = [p for p in problems if p.id not in done]
     if done:
         click.echo(f"resuming: {len(problems) - len(todo)} of {len(problems)} problems already done")
     return RunPlan(opts, task, search_cls, search_config, method_settings, todo, out, data_file)
 
+
+
+def resume_settings(task, search_cls, search_config, opts: TaskRunOptions) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues (seed_tot/cli/resume.py)."""
+    from seed_tot.observe.trace import jsonable
+    from seed_tot.scheduling.factory import ENGINE_METHODS
+
+    target = None if opts.method in ENGINE_METHODS else ("tiny-target" if opts.tiny else opts.target)
+    return {"task": task.name, "search": search_cls.name, "target": target,
+            "search_config": jsonable(search_config.model_dump(mode="json"))}
 
 
 def nothing_left(todo: list, out: Path) -> bool:
