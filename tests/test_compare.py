@@ -129,6 +129,22 @@ def test_a_logit_evaluator_run_is_labelled_without_a_sample_count(tmp_path):
     assert "known states off" in run_label(tmp_path / "tree")  # the before arm of a before/after
 
 
+def test_a_run_resumed_in_another_dtype_says_so_in_its_label(tmp_path):
+    write_run(tmp_path / "tree", [Problem(id=f"mine-{i}", question="What is 3 + 4?", gold="7") for i in (1, 2, 3)])
+    for i, dtype in [(1, "float16"), (2, "bfloat16"), (3, "float16")]:
+        trace_path = tmp_path / "tree" / "traces" / f"mine-{i}.json"
+        trace = json.loads(trace_path.read_text())
+        trace["config"].update(dtype=dtype, method="batched-lookup")
+        trace_path.write_text(json.dumps(trace))
+    label = run_label(tmp_path / "tree")
+    assert label.endswith("float16, batched-lookup on 2 problems; bfloat16, batched-lookup on 1 problems)")
+    trace_path = tmp_path / "tree" / "traces" / "mine-2.json"
+    trace = json.loads(trace_path.read_text())
+    trace["config"].update(dtype="float16")
+    trace_path.write_text(json.dumps(trace))  # one dtype for every problem again: no counts
+    assert run_label(tmp_path / "tree").endswith(", float16, batched-lookup)")
+
+
 def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):
     write_run(tmp_path / "tree", [Problem(id="mine-1", question="What is 3 + 4?", gold="7")])
     write_pool(tmp_path / "pool", [("mine-1", "7", ["8", "8"], [4, 4], "7")])

@@ -10,6 +10,7 @@ inside a run's traces (--cot-samples).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
@@ -174,17 +175,29 @@ def trace_chains(folder: Path, task_of, bundled_of) -> dict[str, tuple[Problem, 
     return found
 
 
-def first_trace(folder: Path):
-    return trace_of(folder, read_jsonl(folder / "results.jsonl")[0])
+def run_traces(folder: Path) -> list[Trace]:
+    return [trace_of(folder, row) for row in read_jsonl(folder / "results.jsonl")]
 
 
-def run_label(folder: Path, trace=None) -> str:
-    """The settings that tell tree runs apart, from the first trace (read here unless given)."""
-    trace = trace if trace is not None else first_trace(folder)
+def executors_of(traces: list[Trace]) -> str:
+    """Dtype and method the traces recorded; with the problems each covers where a resumed run
+    changed them (the search itself cannot change on --resume)."""
+    where = Counter(f"{t.config.get('dtype', 'dtype not recorded')}, {t.config.get('method', t.executor)}"
+                    for t in traces)
+    if len(where) == 1:
+        return next(iter(where))
+    return "; ".join(f"{setting} on {count} problems" for setting, count in where.most_common())
+
+
+def run_label(folder: Path, traces: list[Trace] | None = None) -> str:
+    """The settings that tell tree runs apart: the search's from the first trace, dtype and method
+    from all of them (read here unless given)."""
+    traces = traces if traces is not None else run_traces(folder)
+    trace = traces[0]
     search = trace.config.get("search", {})
-    where = [trace.config.get("dtype", "dtype not recorded"), trace.config.get("method", trace.executor)]
+    where = executors_of(traces)
     if trace.search == "self-consistency":
-        return f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains, {', '.join(where)})"
+        return f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains, {where})"
     parts = [trace.search, f"n={search.get('n_thoughts')}"]
     if search.get("thought_mode") == "choose":
         parts.append("chosen moves")
@@ -200,7 +213,7 @@ def run_label(folder: Path, trace=None) -> str:
         parts.append("known states off")
     if search.get("backtrack") is False:
         parts.append("no backtracking")
-    parts += where
+    parts.append(where)
     return f"{folder.name} ({', '.join(str(p) for p in parts)})"
 
 
@@ -225,8 +238,8 @@ def load_folders(folders: list[Path], task_of):
         if not is_run and not has_pool:
             raise SeedTotError(f"{folder} holds neither a run (results.jsonl) nor chains (cot_samples.jsonl).")
         if is_run:
-            reports, trace = {r.problem.id: r for r in report_run(folder, task_of)}, first_trace(folder)
-            trees.append(TreeRun(run_label(folder, trace), reports, trace.search != "self-consistency"))
+            reports, traces = {r.problem.id: r for r in report_run(folder, task_of)}, run_traces(folder)
+            trees.append(TreeRun(run_label(folder, traces), reports, traces[0].search != "self-consistency"))
             pools.append((folder, trace_chains(folder, task_of, bundled_of)))
         if has_pool:
             pools.append((folder, pool_chains(folder, task_of, bundled_of)))
