@@ -85,7 +85,7 @@ def test_best_of_n_answers_with_the_best_rated_complete_chain(best):
 
 def write_pool(folder, rows):
     folder.mkdir(parents=True, exist_ok=True)
-    settings = {"task": "report-test", "samples": 4}
+    settings = {"task": "report-test", "samples": 4, "dtype": "float16"}
     with (folder / "cot_samples.jsonl").open("w") as handle:
         for problem_id, gold, answers, counts, greedy in rows:
             handle.write(json.dumps({
@@ -104,7 +104,7 @@ def test_report_pairs_a_pool_with_a_tree_run_by_problem_id(tmp_path):
         ("mine-3", "7", ["7", "7", "7", "7"], [30, 30, 30, 30], "7"),  # no tree: not paired
     ])
     text, points = comparison_report([tmp_path / "pool", tmp_path / "tree"], lambda name: task())
-    assert "2 problems (mine-1 ... mine-2)" in text
+    assert "2 problems (mine-1 ... mine-2)" in text and "pool, sampled in float16;" in text
     by_label = {p.label.split(" (")[0]: p for p in points}
     assert by_label["greedy chain of thought"].per_problem == [1.0, 0.0]
     k1 = by_label["self-consistency K=1"]
@@ -150,7 +150,7 @@ def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):
     write_pool(tmp_path / "pool", [("mine-1", "7", ["8", "8"], [4, 4], "7")])
     later = {"problem_id": "mine-1", "samples": ["ANSWER: 7", "ANSWER: 7", "ANSWER: 7"],
              "finish_reasons": ["eos", "eos", "length"], "sample_token_counts": [6, 6, 6],
-             "sample_indices": [3, 4, 5], "settings": {"task": "report-test"}}
+             "sample_indices": [3, 4, 5], "settings": {"task": "report-test", "dtype": "bfloat16"}}
     with (tmp_path / "pool" / "cot_samples.jsonl").open("a") as handle:
         handle.write(json.dumps(later) + "\n")
     text, points = comparison_report([tmp_path / "pool", tmp_path / "tree"], lambda name: task())
@@ -159,6 +159,7 @@ def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):
     # an 8 (7 wins, twice), a 7 (8 wins, twice) or the cut-off one (a 2-2 tie, 1/2)
     assert "of 5 sampled chains" in k4.label and k4.tokens == pytest.approx(4 * 26 / 5)
     assert k4.per_problem == pytest.approx([(1 + 1 + 0 + 0 + 0.5) / 5])
+    assert "pool, sampled in bfloat16 (3 chains) and float16 (2 chains);" in text  # grown on another machine
 
 
 def test_a_second_writer_of_a_pool_is_refused(tmp_path):

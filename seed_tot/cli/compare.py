@@ -125,6 +125,18 @@ def pool_problems(folder: Path, task_of, bundled_of) -> dict[str, PoolProblem]:
     return found
 
 
+def pool_dtypes(folder: Path) -> str:
+    """', sampled in DTYPE' from a folder's cot_samples.jsonl rows, with the chains each dtype wrote
+    when the rows differ (a pool grown on another machine); '' without rows."""
+    path = folder / "cot_samples.jsonl"
+    chains = Counter()
+    for row in read_jsonl(path) if path.is_file() else []:
+        chains[row.get("settings", {}).get("dtype", "dtype not recorded")] += len(row.get("samples", []))
+    if len(chains) <= 1:
+        return "".join(f", sampled in {dtype}" for dtype in chains)
+    return ", sampled in " + " and ".join(f"{dtype} ({count:,} chains)" for dtype, count in chains.most_common())
+
+
 def stored_values(folder: Path) -> dict[tuple[str, int], dict]:
     """The evaluator's rows of a pool's chains (scripts/rerank_pool.py), by (problem id, sample index)."""
     path = folder / VALUES_FILE
@@ -401,7 +413,7 @@ def comparison_report(folders: list[Path], task_of) -> tuple[str, list[Point]]:
     points = ([greedy] if greedy is not None else []) + [p for _, p in sc] + [p for _, p in rerank] + tree_points
     n = len(ids)
     lines = [f"## Compute-matched comparison: {n} problems ({ids[0]} ... {ids[-1]}), paired by problem id", "",
-             f"Chains of thought from {source}; {len(chains)} problems hold chains, each tree run holds "
+             f"Chains of thought from {source}{pool_dtypes(source)}; {len(chains)} problems hold chains, each tree run holds "
              + ", ".join(f"{len(t.reports)}" for t in trees) + " (only the problems all folders share count).",
              TOKENS_DEFINITION, "Self-consistency: majority vote over the chains that answer (cut-off chains do "
              "not vote), ties broken uniformly at random (expected credit), no vote = wrong.", "",
