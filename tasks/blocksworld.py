@@ -88,6 +88,10 @@ class BlocksworldTask:
     # the same moves solved more than the BFS tree (14/20 against 7/20, +35 points, 95% paired
     # bootstrap [+15, +55] against the BFS tree in either dtype; docs/quality.md)
     default_search = "mcts"
+    # the search of a method that cannot score (no chosen moves, no logit evaluator): on instances 41-60
+    # MCTS with sampled thoughts and the sampled evaluator answered 2/20 against 1/20 for the vote of
+    # its chains (+5 points, [0, +15], not above zero) at 4.5x their tokens, so the chains vote
+    default_search_unscored = "self-consistency"
     # the tree's own settings when the command names none (and the method can score): on instances 21-40
     # the tree of chosen legal moves with the logit evaluator solved 4/20 by itself against 1/20 with
     # sampled thoughts, generating no tokens (docs/quality.md)

@@ -349,13 +349,17 @@ class RunPlan(NamedTuple):
 
 def with_task_defaults(opts: TaskRunOptions, task) -> TaskRunOptions:
     """The task's own search, thought mode and value mode where the command gave none (the modes
-    that read log-probabilities only where the method can score)."""
+    that read log-probabilities only where the method can score; a task may name another search for
+    methods that cannot)."""
     from seed_tot.scheduling.factory import can_score
 
     scores = can_score(opts.method)
+    search = getattr(task, "default_search", "bfs")
+    if not scores:
+        search = getattr(task, "default_search_unscored", search)
     return replace(
         opts,
-        search=opts.search or getattr(task, "default_search", "bfs"),
+        search=opts.search or search,
         thought_mode=opts.thought_mode or (getattr(task, "default_thought_mode", "sample") if scores else "sample"),
         value_mode=opts.value_mode or (getattr(task, "default_value_mode", "samples") if scores else "samples"),
     )
