@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from seed_tot.cli.run_report import trace_of
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.observe.trace import Trace, load_trace
+from seed_tot.observe.trace import Trace
 from seed_tot.records import read_json_lines
 
 
@@ -38,7 +39,7 @@ def first_stored_trace(out: Path) -> Trace | None:
     for row in read_json_lines(out / "results.jsonl"):
         if "trace_path" in row:
             try:
-                return load_trace(out / "traces" / row["trace_path"].rsplit("/traces/", 1)[-1])
+                return trace_of(out, row)
             except SeedTotError:
                 return None
     return None
