@@ -199,12 +199,16 @@ def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
     return out
 
 
+def target_name(opts: TaskRunOptions) -> str:
+    return "tiny-target" if opts.tiny else opts.target
+
+
 def executor_spec(opts: TaskRunOptions, method_settings: dict):
     """The models and executor of this run, as a recipe any process (a Ray actor too) can build."""
     from seed_tot.distributed.spec import ExecutorSpec
 
-    target_name, draft_name = ("tiny-target", "tiny-draft") if opts.tiny else (opts.target, opts.draft)
-    return ExecutorSpec(method=opts.method, target=target_name, draft=draft_name, dtype=opts.dtype,
+    draft_name = "tiny-draft" if opts.tiny else opts.draft
+    return ExecutorSpec(method=opts.method, target=target_name(opts), draft=draft_name, dtype=opts.dtype,
                         device=opts.device, draft_dtype=opts.draft_dtype, threads=opts.threads,
                         options=method_settings)
 
@@ -213,7 +217,7 @@ def open_engine(opts: TaskRunOptions):
     """The server executor of --method llama-cpp (a server started for this run) or server."""
     from seed_tot.engines.setup import open_llama_cpp, open_server
 
-    target = "tiny-target" if opts.tiny else opts.target
+    target = target_name(opts)
     if opts.method == "server":
         return open_server(opts.server_url, target, opts.server_api, opts.server_parallel, opts.server_timeout)
     draft = ("tiny-draft" if opts.tiny else opts.draft) if opts.with_draft else None
@@ -423,7 +427,7 @@ def resume_settings(task, search_cls, search_config, opts: TaskRunOptions) -> di
     from seed_tot.observe.trace import jsonable
     from seed_tot.scheduling.factory import ENGINE_METHODS
 
-    target = None if opts.method in ENGINE_METHODS else ("tiny-target" if opts.tiny else opts.target)
+    target = None if opts.method in ENGINE_METHODS else target_name(opts)
     return {"task": task.name, "search": search_cls.name, "target": target,
             "search_config": jsonable(search_config.model_dump(mode="json"))}
 
