@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--method", choices=sorted(IN_PROCESS), help="default: the run's own method when it is "
                         "one of these (else batched); batched-lookup for a pool")
     parser.add_argument("--task", help="a pool for problems without a tree run: the task of --start/--limit")
+    parser.add_argument("--data", type=Path, help="a pool's data file (default: the task's bundled test problems)")
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--limit", type=int)
     parser.add_argument("--target", default=POOL_TARGET, help="the pool's target model (runs use their own)")
@@ -84,7 +85,7 @@ def pool_jobs(args):
     if (args.run / "results.jsonl").is_file():
         raise SeedTotError(f"{args.run} holds a tree run: leave out --task to add samples to it.")
     task = get_task(args.task)
-    problems = select_problems(task.load(), args.start, args.limit)
+    problems = select_problems(task.load(args.data), args.start, args.limit)
     args.method = args.method or "batched-lookup"
     return [(problem, BFSConfig(), True) for problem in problems], task, args.target
 

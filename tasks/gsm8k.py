@@ -13,6 +13,8 @@ from tasks.jsonl import read_jsonl
 from tasks.values import parse_verdict
 
 DEFAULT_PATH = DATA_DIR / "gsm8k" / "test.jsonl"
+# the training split: for training judges (seed-tot train value), never for measuring
+TRAIN_PATH = DATA_DIR / "gsm8k" / "train.jsonl"
 
 # "1,234", "-3", "2.50", ".5"; thousands groups only where they are well formed.
 _NUMBER = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|-?\.\d+"
@@ -144,7 +146,8 @@ class Gsm8kTask:
                     f"{source}, line {line_no}: expected a text 'question' and an 'answer' that ends with "
                     f"'#### <number>' (or is a number)."
                 )
-            problem_id = row_id(row, "gsm8k", source, DEFAULT_PATH, line_no)
+            problem_id = (f"gsm8k-train-{line_no}" if source.resolve() == TRAIN_PATH.resolve()
+                          else row_id(row, "gsm8k", source, DEFAULT_PATH, line_no))
             problems.append(Problem(id=problem_id, question=row["question"], gold=gold, meta={"line": line_no}))
         return problems
 
