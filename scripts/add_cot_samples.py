@@ -19,22 +19,16 @@ dtypes the samples can differ slightly from a full run's: batch shapes change th
 from __future__ import annotations
 
 import argparse
-import fcntl
-import json
-import os
 import sys
-import time
 from pathlib import Path
 
-from seed_tot.cli.run_report import problem_of, read_jsonl, sample_indices, trace_of
+from seed_tot.cli.run_report import problem_of, read_jsonl, trace_of
 from seed_tot.errors import SeedTotError
 from seed_tot.models.loading import load_model
-from seed_tot.observe.trace import jsonable
-from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.cli.task_run import select_problems
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import BFSConfig, search_class
-from seed_tot.search.base import cot_requests
+from seed_tot.values.rollouts import POOL_FILE, collect_chains, missing_chains
 from tasks import get_task
 
 POOL_TARGET = "default-target"
@@ -90,77 +84,15 @@ def pool_jobs(args):
     return [(problem, BFSConfig(), True) for problem in problems], task, args.target
 
 
-def hold_output(out_path: Path):
-    """The output file, opened for appending and locked for this process's life: a second writer
-    would read the same missing indices and append them twice."""
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    handle = out_path.open("a")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise SeedTotError(f"Another add_cot_samples.py is writing {out_path}: wait for it, it resumes by itself.") from None
-    return handle
-
-
 def generate(args, jobs, task, target_name: str) -> None:
-    out_path = args.run / "cot_samples.jsonl"
-    lock = hold_output(out_path)  # noqa: F841 (held until the process ends)
-    have: dict[str, set[int]] = {}
-    for row in read_jsonl(out_path) if out_path.is_file() else []:
-        have.setdefault(row["problem_id"], set()).update(sample_indices(row))
-    pool = jobs[0][2]
-    todo = []
-    for problem, config, greedy in jobs:
-        wanted = ([0] if greedy else []) + list(range(1, args.samples + 1))
-        missing = [i for i in wanted if i not in have.get(problem.id, set())]
-        if missing:
-            todo.append((problem, config.model_copy(update={"cot_samples": args.samples}), missing))
-    if not todo:
+    if not missing_chains(args.run / POOL_FILE, jobs, args.samples):
         print(f"nothing to add: every problem holds {args.samples} samples")
         return
     target = load_model(target_name, dtype=args.dtype)
-    formatter = PromptFormatter(target.tokenizer)
     executor = make_executor(args.method, target, None)
-    settings = {"samples": args.samples, "target": target.name, "dtype": str(target.dtype).removeprefix("torch."),
-                "executor": args.method, "task": task.name,
-                "cot_decode": todo[0][1].cot_decode.model_dump(mode="json"),
-                "sample_temperature": todo[0][1].thought_decode.temperature,
-                "sample_top_p": todo[0][1].thought_decode.top_p, "seed": todo[0][1].seed}
-    started = time.perf_counter()
-    for first in range(0, len(todo), args.per_call):
-        chunk = todo[first : first + args.per_call]
-        per_problem = []
-        for problem, config, missing in chunk:
-            requests = cot_requests(formatter.encode(task.cot_prompt(problem)), config, problem.id)
-            per_problem.append([requests[i] for i in missing])
-        results = executor.run([r for requests in per_problem for r in requests])
-        with out_path.open("a") as handle:
-            for (problem, _, missing), requests in zip(chunk, per_problem, strict=True):
-                mine, results = results[: len(requests)], results[len(requests) :]
-                handle.write(json.dumps(sample_row(problem, missing, mine, settings, pool)) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        print(f"{first + len(chunk)}/{len(todo)} problems, {time.perf_counter() - started:.0f} s", flush=True)
+    collect_chains(args.run, task, jobs, args.samples, target, executor, args.per_call, args.method,
+                   store_problem=jobs[0][2], progress=False)
     print(f"done: `seed-tot report {args.run}` votes with the samples")
-
-
-def sample_row(problem, indices: list[int], results, settings: dict, pool: bool) -> dict:
-    """One problem's new chains; index 0 (the greedy chain, pools only) is kept apart from the samples."""
-    by_index = dict(zip(indices, results, strict=True))
-    greedy = by_index.pop(0, None)
-    row = {
-        "problem_id": problem.id,
-        "samples": [r.text for r in by_index.values()],
-        "finish_reasons": [r.finish_reason for r in by_index.values()],
-        "sample_token_counts": [len(r.token_ids) for r in by_index.values()],
-        "sample_indices": list(by_index),
-        "settings": settings,
-    }
-    if pool:
-        row.update(question=problem.question, gold=jsonable(problem.gold), problem_meta=jsonable(problem.meta))
-    if greedy is not None:
-        row.update(greedy=greedy.text, greedy_finish_reason=greedy.finish_reason, greedy_token_count=len(greedy.token_ids))
-    return row
 
 
 if __name__ == "__main__":

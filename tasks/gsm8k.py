@@ -122,6 +122,7 @@ class Gsm8kTask:
 
     name = "gsm8k"
     default_data_path = DEFAULT_PATH  # the bundled data, read when no path is given
+    train_data_path = TRAIN_PATH  # problems a judge may be trained on (seed-tot train value)
     default_depth = 4
     fallback_value = 1.0
     verdict_values = {"sure": 20.0, "likely": 1.0, "impossible": 0.001}

@@ -21,11 +21,11 @@ from seed_tot.cli.run_report import (
     problem_of,
     read_jsonl,
     report_run,
-    sample_indices,
     sample_results,
     trace_of,
 )
 from seed_tot.errors import SeedTotError
+from seed_tot.values.rollouts import sample_indices
 from seed_tot.observe.paired_stats import expected_vote_accuracy, mcnemar_exact, paired_bootstrap
 from seed_tot.observe.rerank import best_chain_credit, expected_credit
 from seed_tot.observe.trace import Trace

@@ -64,13 +64,6 @@ def problem_of(trace: Trace, bundled: dict[str, Problem]) -> Problem:
     return Problem(id=trace.problem_id, question=trace.question, gold=trace.gold, meta=meta)
 
 
-def sample_indices(row: dict) -> list[int]:
-    """The chain indices a cot_samples.jsonl row holds: 0 for a pool's greedy chain, then the samples
-    (rows written before indices were stored hold samples 1..N)."""
-    indices = row.get("sample_indices", list(range(1, len(row["samples"]) + 1)))
-    return ([0] if "greedy" in row else []) + list(indices)
-
-
 def sample_results(row: dict) -> list[GenerationResult]:
     """The sampled chains of one cot_samples.jsonl row, with the finish reasons the vote needs."""
     reasons, counts = row.get("finish_reasons"), row.get("sample_token_counts")

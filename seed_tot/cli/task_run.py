@@ -67,6 +67,7 @@ class TaskRunOptions:
     method_options: tuple[str, ...] = ()
     draft_dtype: str = "auto"
     value_mode: str | None = None  # None: the task's default_value_mode where the method can score, else samples
+    value_model: str | None = None  # value mode learned: the head file (None: the one shipped for the target)
     known_states: bool = True
     server_url: str | None = None
     server_api: str = "auto"
@@ -398,6 +399,12 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
         if not can_score(opts.method):
             raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --value-mode "
                               "samples, or a method such as batched-lookup, batched or ar.")
+    if opts.value_mode == "learned" and (opts.method in ENGINE_METHODS or opts.ray_address is not None):
+        raise ConfigError(f"--value-mode learned reads the target's hidden states in this process, which --method "
+                          f"{opts.method}{' with --ray' if opts.ray_address is not None else ''} does not hold: use an "
+                          "in-process method such as batched-lookup, or --value-mode logits.")
+    if opts.value_model is not None and opts.value_mode != "learned":
+        raise ConfigError("--value-model applies to --value-mode learned: add it, or drop --value-model.")
     if opts.thought_mode == "choose" and not can_score(opts.method):
         raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --thought-mode "
                           "sample, or a method such as batched-lookup, batched or ar.")
@@ -468,8 +475,15 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
         from seed_tot.reasoning.evaluator import verdict_tokens
 
         verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
+    judge = None
+    if opts.value_mode == "learned":
+        from seed_tot.values.judge import LearnedJudge
+
+        judge = LearnedJudge.load(target, opts.value_model)
+        extra_config["value_head"] = {"id": judge.head_id, "path": str(opts.value_model or "packaged"),
+                                      "layer": judge.head.layer}
     interrupted = False
-    search = search_cls(task, executor, formatter, search_config)
+    search = search_cls(task, executor, formatter, search_config, judge=judge)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
     batch_bar = tqdm(desc="requests", unit="request", file=sys.stderr, leave=False)
     executor = ProgressExecutor(executor, batch_bar)

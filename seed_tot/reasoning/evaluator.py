@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this 
     from seed_tot.tree import ThoughtNode
 
 REJECTED_VALUE = 0.0
-VALUE_MODES = ("samples", "logits")
+VALUE_MODES = ("samples", "logits", "learned")
 
 
 @dataclass
@@ -51,6 +51,7 @@ class Evaluation:
     sample_values: list[float | None] = field(default_factory=list)
     verdict_probs: dict[str, float] | None = None  # logit mode: renormalised P(word)
     verdict_mass: float | None = None  # logit mode: P(any verdict word's first token) before renormalising
+    judge: str | None = None  # learned mode: the value head's id
 
 
 @dataclass(frozen=True)
@@ -137,15 +138,19 @@ def rejection(task: Task, problem: Problem, node: ThoughtNode) -> str | None:
 class StateEvaluator:
     def __init__(
         self, task: Task, formatter: PromptFormatter, decode: DecodeConfig, run_seed: int, samples: int = 1,
-        mode: str = "samples",
+        mode: str = "samples", judge=None,
     ):
         if mode not in VALUE_MODES:
-            raise ConfigError(f"Unknown value mode {mode!r}: use samples or logits.")
+            raise ConfigError(f"Unknown value mode {mode!r}: use samples, logits or learned.")
+        if mode == "learned" and judge is None:
+            raise ConfigError("Value mode learned needs a value head bound to the target (a LearnedJudge): "
+                              "load one with seed_tot.values.judge.LearnedJudge.load(target, path).")
         self.task = task
         self.formatter = formatter
         self.decode = decode.with_stop(getattr(task, "value_stop", ()))  # end the reply at its verdict
         self.run_seed = run_seed
         self.mode = mode
+        self.judge = judge if mode == "learned" else None
         self.verdicts = verdict_tokens(task, formatter) if mode == "logits" else None
         # greedy replies would all be the same; logit mode reads the whole distribution at once
         self.samples = 1 if self.decode.greedy or mode == "logits" else samples
@@ -158,7 +163,10 @@ class StateEvaluator:
         return self.formatter.encode(message, reply_start=getattr(self.task, "verdict_prefix", "") or "")
 
     def requests(self, problem: Problem, nodes: list[ThoughtNode]) -> list[GenerationRequest]:
-        """k requests per node that no rule rejects (the step is the parent's depth)."""
+        """k requests per node that no rule rejects (the step is the parent's depth); none in learned
+        mode (the judge reads the target's hidden states itself, in `read`)."""
+        if self.judge is not None:
+            return []
         requests = []
         for node in nodes:
             if rejection(self.task, problem, node) is not None:
@@ -176,6 +184,8 @@ class StateEvaluator:
         results: list[GenerationResult],
     ) -> list[Evaluation]:
         """One Evaluation per node, from `requests(problem, nodes)` and their results."""
+        if self.judge is not None:
+            return self._read_learned(problem, nodes)
         answered = iter(zip(requests, results, strict=True))
         evaluations = []
         for node in nodes:
@@ -188,6 +198,17 @@ class StateEvaluator:
             replies = [next(answered) for _ in range(self.samples)]
             evaluations.append(self._aggregate(replies) if self.verdicts is None else self._read_logits(*replies[0]))
         return evaluations
+
+    def _read_learned(self, problem: Problem, nodes: list[ThoughtNode]) -> list[Evaluation]:
+        reasons = [rejection(self.task, problem, node) for node in nodes]
+        rated = [node for node, reason in zip(nodes, reasons, strict=True) if reason is None]
+        values = iter(self.judge.values(self.task, problem, [node.state for node in rated]) if rated else [])
+        return [
+            Evaluation(REJECTED_VALUE, True, [], [], GenerationStats(), rejected=reason) if reason is not None
+            else Evaluation(value=next(values), parsed=True, raw=[], seeds=[], stats=GenerationStats(),
+                            judge=self.judge.head_id)
+            for reason in reasons
+        ]
 
     def _read_logits(self, request: GenerationRequest, result: GenerationResult) -> Evaluation:
         if result.candidate_logprobs is None or len(result.candidate_logprobs) != len(self.verdicts.token_ids):

@@ -31,10 +31,14 @@ class PromptFormatter:
     def reply_context(self, message: str, reply_start: str = "") -> str:
         """The prompt text for `message` with `reply_start` as the beginning of the model's reply
         (without a chat template, the reply starts on a new line)."""
+        return (self.reply_prefix(message) if reply_start else self.format(message)) + reply_start
+
+    def reply_prefix(self, message: str) -> str:
+        """The prompt text for `message` that a written reply continues (see reply_context)."""
         text = self.format(message)
-        if reply_start and not self.uses_chat_template and not text.endswith(("\n", " ")):
+        if not self.uses_chat_template and not text.endswith(("\n", " ")):
             text += "\n"
-        return text + reply_start
+        return text
 
     def encode(self, message: str, reply_start: str = "") -> list[int]:
         """Token ids of the prompt for `message` (then `reply_start`, see reply_context)."""

@@ -6,9 +6,10 @@ ran them (the greedy one, info["cot"], and the sampled ones, info["cot_sample"])
 with the most votes wins; a tie goes to the greedy CoT's answer when that chain voted (a chain
 that was rejected or cut off neither votes nor breaks ties), then to the tied answer whose best
 node has the highest value (then the lowest id).
-`weight` says what one vote is: "leaf" (every answer node one vote, the default) or "path" (one
+`weight` says what one vote is: "leaf" (every answer node one vote, the default), "path" (one
 vote per distinct path: the answer leaves that share a parent state split its one vote, so n
-siblings of one expanded state count as one independent path, as each chain of thought does).
+siblings of one expanded state count as one independent path, as each chain of thought does) or
+"value" (each answer node votes with its value: a learned judge's probability that it is right).
 Without `vote`, or for tasks whose answers are not comparable (`votable` False, e.g. Creative
 Writing passages), the node the search chose gives the answer.
 """
@@ -22,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from seed_tot.tree import ReasoningTree, ThoughtNode, value_key
 from seed_tot.task import Problem, Task
 
-VOTE_WEIGHTS = ("leaf", "path")
+VOTE_WEIGHTS = ("leaf", "path", "value")
 
 
 @dataclass
@@ -60,6 +61,8 @@ def vote_weights(candidates: list[tuple[str, ThoughtNode]], weight: str) -> list
     """The weight of each candidate's vote (see the module docstring); chains are each their own path."""
     if weight == "leaf":
         return [1.0] * len(candidates)
+    if weight == "value":  # a node without a value (never rated) does not vote
+        return [node.value if node.value is not None else 0.0 for _, node in candidates]
     if weight != "path":
         raise ValueError(f"Unknown vote weight {weight!r}: use one of {', '.join(VOTE_WEIGHTS)}.")
     siblings: Counter = Counter(node.parent for _, node in candidates if not is_chain_of_thought(node))

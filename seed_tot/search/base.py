@@ -44,14 +44,16 @@ class SearchConfig(BaseModel):
     thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=256, temperature=0.7, top_p=0.95)
     value_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=0.7, top_p=0.95)
     value_samples: int = Field(3, ge=1, description="evaluator replies per state, averaged (k)")
-    value_mode: Literal["samples", "logits"] = Field(
+    value_mode: Literal["samples", "logits", "learned"] = Field(
         "samples", description="samples: k sampled evaluator replies, parsed; logits: the verdict words' "
-        "probabilities from one forward per state (tasks with verdict_values)"
+        "probabilities from one forward per state (tasks with verdict_values); learned: a value head on the "
+        "target's hidden states (a LearnedJudge given to the search), which also rates the chains of thought"
     )
     vote: bool = Field(True, description="majority vote over answer leaves, for tasks with comparable answers")
-    vote_weight: Literal["leaf", "path"] = Field(
+    vote_weight: Literal["leaf", "path", "value"] = Field(
         "leaf", description="leaf: one vote per answer node; path: the answer leaves of one parent state share "
-        "one vote (each chain of thought is its own path)"
+        "one vote (each chain of thought is its own path); value: each answer node votes with its value "
+        "(value mode learned, which rates every answer node)"
     )
     cot_candidate: bool = Field(
         True, description="one greedy chain-of-thought of the target joins the vote (ties go to it), "
@@ -118,8 +120,10 @@ class Search(ABC):
     config_class: ClassVar[type[SearchConfig]] = SearchConfig
 
     def __init__(
-        self, task: Task, executor: Executor | None, formatter: PromptFormatter, config: SearchConfig | None = None
+        self, task: Task, executor: Executor | None, formatter: PromptFormatter, config: SearchConfig | None = None,
+        judge=None,
     ):
+        """`judge`: a seed_tot.values.judge.LearnedJudge, needed by value mode "learned"."""
         config = config if config is not None else self.config_class()
         if not isinstance(config, self.config_class):
             raise ConfigError(
@@ -127,6 +131,9 @@ class Search(ABC):
                 f"build the config with {self.config_class.__name__}(...)."
             )
         self.check(task, config)
+        if config.value_mode == "learned" and judge is None:
+            raise ConfigError("Value mode learned needs a judge: pass judge=LearnedJudge.load(target, path).")
+        self.judge = judge if config.value_mode == "learned" else None
         self.task = task
         self.executor = executor
         self.formatter = formatter
@@ -137,6 +144,8 @@ class Search(ABC):
         """Raise ConfigError when this search cannot run on `task` with `config` (before any model loads)."""
         if config.thought_mode == "choose":
             require_moves(task)
+        if config.vote_weight == "value" and config.value_mode != "learned":
+            raise ConfigError("A value-weighted vote needs every answer rated: use it with --value-mode learned.")
 
     def run(self, problem: Problem) -> SearchResult:
         """Search one problem on this search's executor."""
@@ -156,7 +165,7 @@ class Search(ABC):
             generator=thought_generator(self.task, self.formatter, cfg),
             evaluator=StateEvaluator(
                 self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples,
-                mode=cfg.value_mode,
+                mode=cfg.value_mode, judge=self.judge,
             ),
             depth_limit=cfg.depth if cfg.depth is not None else int(self.task.default_depth),
             known_states=cfg.known_states,
@@ -164,8 +173,10 @@ class Search(ABC):
         cot_prompt = getattr(self.task, "cot_prompt", None)
         if cfg.cot_candidate and cot_prompt is not None:
             chosen_id, cot_results = yield from gather([self._search(run), self._cot(run, cot_prompt(problem))])
-            for index, result in enumerate(cot_results):
-                add_cot_node(tree, self.task, problem, result, index, cfg.seed)
+            chains = [add_cot_node(tree, self.task, problem, result, index, cfg.seed)
+                      for index, result in enumerate(cot_results)]
+            if self.judge is not None:
+                rate_chains(self.judge, self.task, problem, chains)
         else:
             chosen_id = yield from self._search(run)
         selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
@@ -249,6 +260,15 @@ def add_cot_node(
     if reason is not None:
         node.info["rejected"] = reason
     return node
+
+
+def rate_chains(judge, task: Task, problem: Problem, chains: list[ThoughtNode]) -> None:
+    """Learned values for the chains of thought no rule rejected (no token decoded: one forward each)."""
+    rated = [node for node in chains if "rejected" not in node.info]
+    for node, value in zip(rated, judge.values(task, problem, [node.state for node in rated]) if rated else [],
+                           strict=True):
+        node.value, node.value_parsed = value, True
+        node.info["judge"] = judge.head_id
 
 
 def expand(run: SearchRun, node_ids: list[int]) -> Steps[list[ThoughtNode]]:

@@ -1,0 +1,174 @@
+"""`seed-tot train value`: a learned judge from the target's own rollouts on training problems.
+
+Three resumable stages, each skipping what its folder already holds:
+1. rollouts: the greedy chain and K sampled chains per training problem, exactly as
+   self-consistency samples them (OUT/train-pool/cot_samples.jsonl);
+2. features: the target's hidden state at the end of every line of every chain, at a few layers
+   (OUT/features-<dtype>/);
+3. fit: layer, penalty and scope chosen by problem-grouped cross-validation, then one head fit on
+   every training problem (OUT/value_head.safetensors, OUT/fit_report.json).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from seed_tot.errors import ConfigError, SeedTotError
+
+DEFAULT_LAYER_FRACTIONS = (0.25, 0.5, 0.75)
+L2_GRID = (0.01, 0.1, 1.0)
+
+
+def parse_layers(text: str | None, layer_count: int) -> tuple[int, ...]:
+    """"7,14,21" -> (7, 14, 21); None: a quarter, half and three quarters of the way up."""
+    if text is None:
+        return tuple(sorted({max(1, round(f * layer_count)) for f in DEFAULT_LAYER_FRACTIONS}))
+    try:
+        layers = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        layers = ()
+    if not layers or layers[0] < 1 or layers[-1] > layer_count:
+        raise ConfigError(f"Bad --layers {text!r}: give comma-separated decoder layers between 1 and {layer_count}.")
+    return layers
+
+
+def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
+    """The first `count` problems of the task's training split (or of `data`), never a test problem."""
+    path = data or getattr(task, "train_data_path", None)
+    if path is None:
+        raise ConfigError(f"Task {task.name!r} bundles no training split: give one with --data.")
+    problems = task.load(path)
+    test_ids = {p.id for p in task.load()}
+    test_questions = {p.question for p in task.load()}
+    leaked = [p.id for p in problems if p.id in test_ids or p.question in test_questions]
+    if leaked:
+        raise ConfigError(f"{path} holds {len(leaked)} of the task's test problems (e.g. {leaked[0]}): "
+                          "a judge is trained on training problems only.")
+    return problems[:count], Path(path)
+
+
+def chains_of_pool(pool: Path, task_name: str) -> list:
+    """Every pool problem's chains with their outcome (the vote's answer rule, scored against the gold)."""
+    from seed_tot.cli.compare import bundled_loader, chain_answer, pool_problems
+    from seed_tot.values.store import Chain, ProblemChains
+    from tasks import get_task
+
+    items = []
+    for pid, entry in pool_problems(pool, get_task, bundled_loader()).items():
+        results = ([entry.greedy] if entry.greedy is not None else []) + entry.samples
+        first = 0 if entry.greedy is not None else 1
+        chains = []
+        for index, result in enumerate(results, first):
+            answer = chain_answer(entry.task, entry.problem, result, index)
+            correct = answer is not None and entry.task.score(entry.problem, answer) == 1.0
+            chains.append(Chain(index, result.text.strip(), correct))
+        items.append(ProblemChains(pid, entry.task.cot_prompt(entry.problem), tuple(chains)))
+    return items
+
+
+def feature_settings(target, fingerprint: str, layers: tuple[int, ...]) -> dict:
+    from seed_tot.values.features import FEATURE_RULE
+
+    return {"target": target.name, "target_fingerprint": fingerprint, "dtype": str(target.dtype).removeprefix("torch."),
+            "layers": list(layers), "feature_rule": FEATURE_RULE}
+
+
+@click.command()
+@click.option("--task", "task_name", default="gsm8k", show_default=True, help="A task with a chain-of-thought prompt.")
+@click.option("--target", default="default-target", show_default=True, help="The target model the judge is for.")
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Training problems (default: the task's bundled training split).")
+@click.option("--problems", default=400, show_default=True, help="Train on the first N training problems.")
+@click.option("--samples", default=8, show_default=True, help="Sampled chains per problem (beside the greedy one).")
+@click.option("--per-call", default=4, show_default=True, help="Problems per executor call while sampling.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/value-gsm8k"), show_default=True)
+@click.option("--pool", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="The rollouts folder (default OUT/train-pool).")
+@click.option("--layers", default=None, help="Decoder layers to try, e.g. 7,14,21 (default: 1/4, 1/2, 3/4 of the depth).")
+@click.option("--collect/--no-collect", default=True, show_default=True,
+              help="Sample missing rollouts first (--no-collect: fit on what the pool holds).")
+@click.option("--seed", default=0, show_default=True, help="Seed of the cross-validation folds.")
+def value(task_name, target, dtype, data, problems, samples, per_call, out, pool, layers, collect, seed):
+    """Train a value head on the target's rollouts; writes OUT/value_head.safetensors
+    (use it with --value-mode learned --value-model FILE)."""
+    try:
+        _train(task_name, target, dtype, data, problems, samples, per_call, out, pool or out / "train-pool",
+               layers, collect, seed)
+    except SeedTotError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _train(task_name, target_name, dtype, data, count, samples, per_call, out, pool, layers_text, collect, seed):
+    import torch
+
+    from seed_tot.models.fingerprint import weights_fingerprint
+    from seed_tot.models.loading import load_model
+    from seed_tot.runtime.hidden import decoder_layer_count
+    from seed_tot.search import BFSConfig
+    from seed_tot.values.features import FeatureReader
+    from seed_tot.values.store import FeatureStore, extract
+    from tasks import get_task
+
+    task = get_task(task_name)
+    if getattr(task, "cot_prompt", None) is None:
+        raise ConfigError(f"Task {task_name!r} has no chain-of-thought prompt, so it has no rollouts to learn from.")
+    problems, data_path = training_problems(task, data, count)
+    target = load_model(target_name, dtype=dtype)
+    torch.manual_seed(seed)
+    if collect:
+        from seed_tot.scheduling.factory import make_executor
+        from seed_tot.values.rollouts import collect_chains, missing_chains
+
+        jobs = [(problem, BFSConfig(), True) for problem in problems]
+        if missing_chains(pool / "cot_samples.jsonl", jobs, samples):
+            executor = make_executor("batched-lookup", target, None)
+            try:
+                collect_chains(pool, task, jobs, samples, target, executor, per_call, "batched-lookup",
+                               store_problem=True, log=lambda line: None)
+            finally:
+                executor.close()
+    if not (pool / "cot_samples.jsonl").is_file():
+        raise ConfigError(f"{pool} holds no rollouts: run without --no-collect, or give --pool.")
+    chosen_ids = {p.id for p in problems}
+    items = [item for item in chains_of_pool(pool, task.name) if item.problem_id in chosen_ids]
+    layers = parse_layers(layers_text, decoder_layer_count(target.model))
+    fingerprint = weights_fingerprint(target.model)
+    settings = feature_settings(target, fingerprint, layers)
+    store = FeatureStore(out / f"features-{settings['dtype']}", settings)
+    started = time.perf_counter()
+    reader = FeatureReader(target, layers)
+    extract(store, reader, items)
+    feature_seconds = time.perf_counter() - started
+    table = store.table().of_problems({item.problem_id for item in items})
+    report = fit_and_save(table, out, settings, sorted(table.problem_ids()), data_path, seed)
+    report["feature_seconds_this_run"] = round(feature_seconds, 1)
+    report["feature_tokens_this_run"] = reader.tokens_read
+    (out / "fit_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    best = report["chosen"]
+    click.echo(f"value head: {out / 'value_head.safetensors'} (layer {best['layer']}, l2 {best['l2']}, "
+               f"{best['scope']} states; {report['train']['problems']} problems, {report['train']['chains']} chains); "
+               f"cross-validated chain AUROC within a problem {best['chain_auroc_within']}, "
+               f"state AUROC within a problem {best['state_auroc_within']}")
+
+
+def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_path: Path, seed: int) -> dict:
+    from seed_tot.values.training import choose_settings, fit_head
+
+    chosen, grid = choose_settings(table, L2_GRID, seed=seed)
+    head_id = f"{settings['target']}-L{chosen['layer']}-{len(problem_ids)}p-{settings['target_fingerprint'][:8]}"
+    best = next(r for r in grid if (r["layer"], r["l2"], r["scope"]) == (chosen["layer"], chosen["l2"], chosen["scope"]))
+    meta = {**settings, "head_id": head_id, "scope": chosen["scope"], "l2": chosen["l2"],
+            "train_data": str(data_path), "train_problem_ids": problem_ids,
+            "cross_validated": {k: best[k] for k in ("chain_auroc_within", "state_auroc_within", "ece_states")},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    head = fit_head(table, chosen["layer"], chosen["l2"], chosen["scope"], meta)
+    head.save(out / "value_head.safetensors")
+    chains = int(table.final.sum())
+    return {"head_id": head_id, "chosen": best, "grid": grid, "settings": settings,
+            "train": {"problems": len(problem_ids), "chains": chains, "states": len(table.labels),
+                      "data": str(data_path)}}

@@ -1,0 +1,82 @@
+"""The features a learned judge reads: the target's hidden state at the last token of a state.
+
+Rule: the task's chain-of-thought prompt is the user message, the state text is the beginning of
+the model's reply, and the feature is the residual stream after decoder layer L at the state's
+last token. Because attention is causal, one forward over a whole chain gives the features of
+every state of it (each line end) at once, and the forward stops at layer L
+(seed_tot/runtime/hidden.py). No token is decoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.runtime.hidden import layer_states
+from seed_tot.runtime.runner import ModelRunner
+from seed_tot.values.states import last_token_before
+
+FEATURE_RULE = "cot-prompt + state as the reply; residual stream after decoder layer L at the state's last token"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What to read: the user message, the reply text, and where in it each state ends (characters)."""
+
+    message: str
+    text: str
+    ends: tuple[int, ...]
+
+
+class FeatureReader:
+    """Reads (states, layers, hidden) float32 features of readings with one loaded target."""
+
+    def __init__(self, target: ModelRunner, layers: tuple[int, ...], max_batch_tokens: int = 4096) -> None:
+        self.target = target
+        self.formatter = PromptFormatter(target.tokenizer)
+        self.layers = tuple(sorted(set(layers)))
+        self.max_batch_tokens = max_batch_tokens
+        self.tokens_read = 0  # token positions run through the layers (cost accounting)
+        self._prefix_ids: dict[str, list[int]] = {}
+
+    def read(self, readings: list[Reading]) -> list[torch.Tensor]:
+        """One (len(ends), len(layers), hidden) tensor per reading, in order."""
+        encoded = [self._encode(reading) for reading in readings]
+        out: list[torch.Tensor | None] = [None] * len(readings)
+        order = sorted(range(len(readings)), key=lambda i: len(encoded[i][0]))
+        batch: list[int] = []
+        for i in order:  # similar lengths together: fewer pads
+            if batch and (len(batch) + 1) * len(encoded[i][0]) > self.max_batch_tokens:
+                self._run(batch, encoded, out)
+                batch = []
+            batch.append(i)
+        if batch:
+            self._run(batch, encoded, out)
+        return out
+
+    def _encode(self, reading: Reading) -> tuple[list[int], list[int]]:
+        """(token ids, the token index where each state ends)."""
+        prefix = self._prefix_ids.get(reading.message)
+        if prefix is None:
+            prefix = self.formatter.encode_text(self.formatter.reply_prefix(reading.message))
+            self._prefix_ids = {reading.message: prefix}  # a problem's states come together: keep one
+        encoding = self.target.tokenizer(reading.text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = [tuple(pair) for pair in encoding["offset_mapping"]]
+        positions = [len(prefix) + last_token_before(offsets, end) for end in reading.ends]
+        return prefix + list(encoding["input_ids"]), positions
+
+    def _run(self, batch: list[int], encoded, out) -> None:
+        width = max(len(encoded[i][0]) for i in batch)
+        ids = torch.full((len(batch), width), self.target.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            tokens = encoded[i][0]
+            ids[row, : len(tokens)] = torch.tensor(tokens)
+            mask[row, : len(tokens)] = 1
+        states = layer_states(self.target.model, ids, mask, self.layers)
+        self.tokens_read += int(mask.sum())
+        for row, i in enumerate(batch):
+            where = torch.tensor(encoded[i][1], dtype=torch.long)
+            out[i] = torch.stack([states[layer][row, where] for layer in self.layers], dim=1).cpu()

@@ -1,0 +1,60 @@
+"""A learned judge bound to a loaded target: the value of a state is the head's probability that
+it reaches a correct answer, read from one forward of the target over the task's chain-of-thought
+prompt and the state (stopped at the head's layer; no token decoded)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from seed_tot.errors import ConfigError
+from seed_tot.models.fingerprint import weights_fingerprint
+from seed_tot.runtime.runner import ModelRunner
+from seed_tot.task import Problem, Task
+from seed_tot.values.features import FeatureReader, Reading
+from seed_tot.values.head import ValueHead, load_head
+
+PACKAGED_HEADS = Path(__file__).resolve().parent / "heads"
+
+
+def packaged_head(target: ModelRunner) -> Path | None:
+    """The head shipped for this target's weights (heads/<fingerprint>.safetensors), if any."""
+    path = PACKAGED_HEADS / f"{weights_fingerprint(target.model)}.safetensors"
+    return path if path.is_file() else None
+
+
+class LearnedJudge:
+    def __init__(self, head: ValueHead, target: ModelRunner) -> None:
+        self.head = head
+        self.reader = FeatureReader(target, (head.layer,))
+        self.seconds = 0.0
+
+    @classmethod
+    def load(cls, target: ModelRunner, path: str | Path | None = None) -> LearnedJudge:
+        """The head at `path` (default: the one shipped for this target), refused for another target."""
+        if path is None:
+            path = packaged_head(target)
+            if path is None:
+                raise ConfigError(
+                    f"No value head ships for {target.name!r}: train one with `seed-tot train value --target "
+                    f"{target.name}` and pass --value-model OUT/value_head.safetensors."
+                )
+        head = load_head(Path(path), target.name, weights_fingerprint(target.model))
+        return cls(head, target)
+
+    @property
+    def head_id(self) -> str:
+        return self.head.head_id
+
+    def values(self, task: Task, problem: Problem, states: list[str]) -> list[float]:
+        """P(correct) of each state of `problem` (a state with no text gets the head's value of the prompt alone)."""
+        cot_prompt = getattr(task, "cot_prompt", None)
+        if cot_prompt is None:
+            raise ConfigError(f"Task {task.name!r} has no chain-of-thought prompt, which a learned judge reads "
+                              "states against: use --value-mode logits or samples.")
+        message = cot_prompt(problem)
+        texts = [state.strip() or "." for state in states]
+        started = time.perf_counter()
+        features = self.reader.read([Reading(message, text, (len(text),)) for text in texts])
+        self.seconds += time.perf_counter() - started
+        return [float(self.head.probability(f[:, 0])[0]) for f in features]

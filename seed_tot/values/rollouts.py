@@ -1,0 +1,122 @@
+"""Rollouts of the target: the chains of thought a search samples for a problem, appended per call
+to a pool file (cot_samples.jsonl) so an interrupted collection resumes where it stopped, and a
+larger sample count later adds only the missing indices.
+
+A chain's requests are exactly the ones the search sends (`cot_requests`: the greedy chain is
+index 0, the samples 1..K, each with the seed of its problem and index), so a pool is what
+self-consistency would have sampled on those problems. Each row records the settings that
+produced it (target, dtype, executor, decoding, seed).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from seed_tot.errors import SeedTotError
+from seed_tot.observe.trace import jsonable
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.records import read_json_lines
+from seed_tot.search.base import SearchConfig, cot_requests
+
+POOL_FILE = "cot_samples.jsonl"
+
+
+def sample_indices(row: dict) -> list[int]:
+    """The chain indices a pool row holds: 0 for a pool's greedy chain, then the samples (rows
+    written before indices were stored hold samples 1..N)."""
+    indices = row.get("sample_indices", list(range(1, len(row["samples"]) + 1)))
+    return ([0] if "greedy" in row else []) + list(indices)
+
+
+def hold_output(out_path: Path):
+    """The pool file, opened for appending and locked for this process's life: a second writer
+    would read the same missing indices and append them twice."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    handle = out_path.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SeedTotError(f"Another collection is writing {out_path}: wait for it, it resumes by itself.") from None
+    return handle
+
+
+def missing_chains(out_path: Path, jobs: list, samples: int) -> list:
+    """(problem, config with cot_samples = samples, missing indices) for each job (problem, config,
+    greedy wanted) whose chains the pool does not hold yet."""
+    have: dict[str, set[int]] = {}
+    for row in read_json_lines(out_path) if out_path.is_file() else []:
+        have.setdefault(row["problem_id"], set()).update(sample_indices(row))
+    todo = []
+    for problem, config, greedy in jobs:
+        wanted = ([0] if greedy else []) + list(range(1, samples + 1))
+        missing = [i for i in wanted if i not in have.get(problem.id, set())]
+        if missing:
+            todo.append((problem, config.model_copy(update={"cot_samples": samples}), missing))
+    return todo
+
+
+def collect_chains(pool: Path, task, jobs: list, samples: int, target, executor, per_call: int,
+                   method: str, store_problem: bool, progress: bool = True,
+                   log: Callable[[str], None] = print) -> int:
+    """Sample the pool's missing chains, `per_call` problems per executor call; returns the number of
+    problems that got new chains. `target` is the loaded target model (its tokenizer formats prompts)."""
+    out_path = pool / POOL_FILE
+    with hold_output(out_path):  # the lock lasts while this collection writes
+        return _collect(out_path, task, jobs, samples, target, executor, per_call, method, store_problem, progress, log)
+
+
+def _collect(out_path: Path, task, jobs, samples, target, executor, per_call, method, store_problem, progress, log) -> int:
+    todo = missing_chains(out_path, jobs, samples)
+    if not todo:
+        return 0
+    formatter = PromptFormatter(target.tokenizer)
+    config: SearchConfig = todo[0][1]
+    settings = {"samples": samples, "target": target.name, "dtype": str(target.dtype).removeprefix("torch."),
+                "executor": method, "task": task.name, "cot_decode": config.cot_decode.model_dump(mode="json"),
+                "sample_temperature": config.thought_decode.temperature,
+                "sample_top_p": config.thought_decode.top_p, "seed": config.seed}
+    started = time.perf_counter()
+    bar = tqdm(total=len(todo), desc="rollouts", unit="problem", disable=not progress)
+    for first in range(0, len(todo), per_call):
+        chunk = todo[first : first + per_call]
+        per_problem = []
+        for problem, problem_config, missing in chunk:
+            requests = cot_requests(formatter.encode(task.cot_prompt(problem)), problem_config, problem.id)
+            per_problem.append([requests[i] for i in missing])
+        results = executor.run([r for requests in per_problem for r in requests])
+        with out_path.open("a") as handle:
+            for (problem, _, missing), requests in zip(chunk, per_problem, strict=True):
+                mine, results = results[: len(requests)], results[len(requests) :]
+                handle.write(json.dumps(pool_row(problem, missing, mine, settings, store_problem)) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        bar.update(len(chunk))
+        log(f"{first + len(chunk)}/{len(todo)} problems, {time.perf_counter() - started:.0f} s")
+    bar.close()
+    return len(todo)
+
+
+def pool_row(problem, indices: list[int], results, settings: dict, store_problem: bool) -> dict:
+    """One problem's new chains; index 0 (the greedy chain) is kept apart from the samples."""
+    by_index = dict(zip(indices, results, strict=True))
+    greedy = by_index.pop(0, None)
+    row = {
+        "problem_id": problem.id,
+        "samples": [r.text for r in by_index.values()],
+        "finish_reasons": [r.finish_reason for r in by_index.values()],
+        "sample_token_counts": [len(r.token_ids) for r in by_index.values()],
+        "sample_indices": list(by_index),
+        "settings": settings,
+    }
+    if store_problem:
+        row.update(question=problem.question, gold=jsonable(problem.gold), problem_meta=jsonable(problem.meta))
+    if greedy is not None:
+        row.update(greedy=greedy.text, greedy_finish_reason=greedy.finish_reason, greedy_token_count=len(greedy.token_ids))
+    return row

@@ -1,0 +1,102 @@
+"""Features of a pool's chains on disk: one shard per group of problems, written atomically, so an
+interrupted extraction resumes with the problems it has not stored. features.json names the
+target, its weights fingerprint, dtype and layers; a store is never extended with another."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from seed_tot.errors import SeedTotError
+from seed_tot.records import write_json_atomically
+from seed_tot.values.features import FeatureReader, Reading
+from seed_tot.values.states import state_ends
+from seed_tot.values.training import StateTable
+
+SETTINGS_FILE = "features.json"
+
+
+@dataclass(frozen=True)
+class Chain:
+    index: int  # 0 greedy, then the samples
+    text: str
+    correct: bool
+
+
+@dataclass(frozen=True)
+class ProblemChains:
+    problem_id: str
+    message: str  # the chain-of-thought prompt's user message
+    chains: tuple[Chain, ...]
+
+
+class FeatureStore:
+    def __init__(self, folder: Path, settings: dict) -> None:
+        self.folder = folder
+        self.settings = settings
+        stored = folder / SETTINGS_FILE
+        if stored.is_file():
+            old = json.loads(stored.read_text())
+            if old != settings:
+                changed = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+                raise SeedTotError(f"{folder} holds features made with other settings ({', '.join(changed)}): "
+                                   "give another folder, or the same target, dtype and layers.")
+
+    def shards(self) -> list[Path]:
+        return sorted(self.folder.glob("shard-*.pt"))
+
+    def done(self) -> set[str]:
+        return {row["problem_id"] for shard in self.shards() for row in torch.load(shard)["rows"]}
+
+    def append(self, rows: list[dict], features: torch.Tensor) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not (self.folder / SETTINGS_FILE).is_file():
+            write_json_atomically(self.folder / SETTINGS_FILE, self.settings)
+        path = self.folder / f"shard-{len(self.shards()):05d}.pt"
+        partial = path.with_name(path.name + ".partial")
+        torch.save({"rows": rows, "features": features.to(torch.float16)}, partial)
+        os.replace(partial, path)
+
+    def table(self) -> StateTable:
+        rows, features = [], []
+        for shard in self.shards():
+            data = torch.load(shard)
+            rows += data["rows"]
+            features.append(data["features"])
+        if not rows:
+            raise SeedTotError(f"{self.folder} holds no features yet.")
+        problems, labels, chains, final = [], [], [], []
+        for number, row in enumerate(rows):
+            problems += [row["problem_id"]] * row["states"]
+            labels += [row["correct"]] * row["states"]
+            chains += [number] * row["states"]
+            final += [False] * (row["states"] - 1) + [True]
+        return StateTable(torch.cat(features), torch.tensor(labels), problems, torch.tensor(chains),
+                          torch.tensor(final), tuple(self.settings["layers"]))
+
+
+def extract(store: FeatureStore, reader: FeatureReader, items: list[ProblemChains], per_shard: int = 4,
+            progress: bool = True) -> int:
+    """Read and store the features of every chain of the items the store lacks; returns how many problems."""
+    done = store.done()
+    todo = [item for item in items if item.problem_id not in done]
+    for first in tqdm(range(0, len(todo), per_shard), desc="judge features", unit="shard", disable=not progress):
+        group = todo[first:first + per_shard]
+        readings, rows = [], []
+        for item in group:
+            for chain in item.chains:
+                ends = state_ends(chain.text)
+                if not ends:  # an empty chain has no state
+                    continue
+                readings.append(Reading(item.message, chain.text, tuple(ends)))
+                rows.append({"problem_id": item.problem_id, "chain_index": chain.index,
+                             "correct": chain.correct, "states": len(ends)})
+        if readings:
+            features = reader.read(readings)
+            store.append(rows, torch.cat(features))
+    return len(todo)
