@@ -32,8 +32,7 @@ from seed_tot.cli.compare import (
     pool_problems,
     stored_values,
 )
-from seed_tot.observe.paired_stats import auroc, expected_vote_accuracy, paired_bootstrap
-from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
+from seed_tot.observe.rerank import rerank_table
 from seed_tot.records import append_json_lines
 from seed_tot.search.base import add_cot_node
 from seed_tot.tree import ReasoningTree
@@ -104,42 +103,6 @@ def rated_problems(pool: Path) -> dict[str, tuple[list, set[str], list[int]]]:
             for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items() if chains.values is not None}
 
 
-def report(rated: dict, resamples: int = 10_000) -> list[str]:
-    ids = sorted(rated, key=lambda pid: (len(pid), pid))
-    size = min(len(rated[pid][0]) for pid in ids)
-    chains = [(answer, value, answer in rated[pid][1]) for pid in ids for answer, value in rated[pid][0][:size]]
-    scored = [(value, ok) for answer, value, ok in chains if answer is not None and value is not None]
-    chain_auroc = auroc([v for v, _ in scored], [ok for _, ok in scored])
-    # reranking only compares chains of one problem: the AUROC within each problem that has both
-    within = [auroc([v for a, v in pool if a is not None and v is not None],
-                    [a in correct for a, v in pool if a is not None and v is not None])
-              for pool, correct in ((rated[pid][0][:size], rated[pid][1]) for pid in ids)]
-    within = [x for x in within if x is not None]
-    prompt = sum(sum(rated[pid][2][:size]) for pid in ids) / len(ids) / size
-    lines = [f"{len(ids)} problems ({ids[0]} ... {ids[-1]}), {size} sampled chains each; the logit State "
-             f"Evaluator's AUROC on the {len(scored)} answering chains (value against correct): "
-             + ("n/a" if chain_auroc is None else f"{chain_auroc:.3f}")
-             + "; within a problem (mean over the " + f"{len(within)} problems with right and wrong chains): "
-             + ("n/a" if not within else f"{sum(within) / len(within):.3f}")
-             + f"; {prompt:,.0f} evaluator prompt tokens per chain.", "",
-             "| K | self-consistency | best-of-K | best-of-K - vote (95% paired bootstrap) "
-             "| value-weighted vote | weighted - vote (95%) |", "|---|---|---|---|---|---|"]
-    for k in (k for k in SELF_CONSISTENCY_K if k <= size):
-        vote, best, weighted = [], [], []
-        for pid in ids:
-            pool, correct = rated[pid][0][:size], rated[pid][1]
-            vote.append(expected_vote_accuracy([a for a, _ in pool], correct, k))
-            best.append(expected_credit(best_chain_credit, pool, correct, k))
-            weighted.append(expected_credit(weighted_vote_credit, pool, correct, k))
-        cells = [str(k), f"{sum(vote):.2f}/{len(ids)}"]
-        for rule in (best, weighted):
-            low, high = paired_bootstrap([r - v for r, v in zip(rule, vote)], resamples=resamples)
-            cells += [f"{sum(rule):.2f}/{len(ids)}", f"{(sum(rule) - sum(vote)) / len(ids):+.1%} "
-                      f"[{low:+.1%}, {high:+.1%}]"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
-
-
 @click.command()
 @click.argument("pool", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--score", "do_score", is_flag=True, help="Rate the chains that have no stored value first.")
@@ -156,7 +119,7 @@ def main(pool: Path, do_score: bool, target: str, dtype: str, method: str, per_c
     rated = rated_problems(pool)
     if not rated:
         raise click.ClickException(f"No problem of {pool} has all its chains rated: run with --score.")
-    click.echo("\n".join(report(rated)))
+    click.echo("\n".join(rerank_table(rated, "the logit State Evaluator", SELF_CONSISTENCY_K)))
 
 
 if __name__ == "__main__":

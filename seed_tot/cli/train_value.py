@@ -51,7 +51,7 @@ def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
     return problems[:count], Path(path)
 
 
-def chains_of_pool(pool: Path, task_name: str) -> list:
+def chains_of_pool(pool: Path) -> list:
     """Every pool problem's chains with their outcome (the vote's answer rule, scored against the gold)."""
     from seed_tot.cli.compare import bundled_loader, chain_answer, pool_problems
     from seed_tot.values.store import Chain, ProblemChains
@@ -85,31 +85,30 @@ def feature_settings(target, fingerprint: str, layers: tuple[int, ...]) -> dict:
               help="Training problems (default: the task's bundled training split).")
 @click.option("--problems", default=400, show_default=True, help="Train on the first N training problems.")
 @click.option("--samples", default=8, show_default=True, help="Sampled chains per problem (beside the greedy one).")
-@click.option("--per-call", default=4, show_default=True, help="Problems per executor call while sampling.")
+@click.option("--concurrency", default=8, show_default=True, help="Problems sampled at once (one continuous batch).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("runs/value-gsm8k"), show_default=True)
 @click.option("--pool", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="The rollouts folder (default OUT/train-pool).")
 @click.option("--layers", default=None, help="Decoder layers to try, e.g. 7,14,21 (default: 1/4, 1/2, 3/4 of the depth).")
 @click.option("--collect/--no-collect", default=True, show_default=True,
               help="Sample missing rollouts first (--no-collect: fit on what the pool holds).")
-@click.option("--seed", default=0, show_default=True, help="Seed of the cross-validation folds.")
-def value(task_name, target, dtype, data, problems, samples, per_call, out, pool, layers, collect, seed):
+@click.option("--collect-only", is_flag=True, help="Stop after sampling the rollouts (a long first stage).")
+@click.option("--seed", default=0, show_default=True, help="Run seed of the rollouts and of the cross-validation folds.")
+def value(task_name, target, dtype, data, problems, samples, concurrency, out, pool, layers, collect, collect_only, seed):
     """Train a value head on the target's rollouts; writes OUT/value_head.safetensors
     (use it with --value-mode learned --value-model FILE)."""
     try:
-        _train(task_name, target, dtype, data, problems, samples, per_call, out, pool or out / "train-pool",
-               layers, collect, seed)
+        _train(task_name, target, dtype, data, problems, samples, concurrency, out, pool or out / "train-pool",
+               layers, collect, collect_only, seed)
     except SeedTotError as error:
         raise click.ClickException(str(error)) from None
 
 
-def _train(task_name, target_name, dtype, data, count, samples, per_call, out, pool, layers_text, collect, seed):
-    import torch
-
+def _train(task_name, target_name, dtype, data, count, samples, concurrency, out, pool, layers_text, collect,
+           collect_only, seed):
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.models.loading import load_model
     from seed_tot.runtime.hidden import decoder_layer_count
-    from seed_tot.search import BFSConfig
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.store import FeatureStore, extract
     from tasks import get_task
@@ -119,23 +118,22 @@ def _train(task_name, target_name, dtype, data, count, samples, per_call, out, p
         raise ConfigError(f"Task {task_name!r} has no chain-of-thought prompt, so it has no rollouts to learn from.")
     problems, data_path = training_problems(task, data, count)
     target = load_model(target_name, dtype=dtype)
-    torch.manual_seed(seed)
     if collect:
         from seed_tot.scheduling.factory import make_executor
-        from seed_tot.values.rollouts import collect_chains, missing_chains
+        from seed_tot.values.rollouts import collect_rollouts
 
-        jobs = [(problem, BFSConfig(), True) for problem in problems]
-        if missing_chains(pool / "cot_samples.jsonl", jobs, samples):
-            executor = make_executor("batched-lookup", target, None)
-            try:
-                collect_chains(pool, task, jobs, samples, target, executor, per_call, "batched-lookup",
-                               store_problem=True, log=lambda line: None)
-            finally:
-                executor.close()
+        executor = make_executor("batched-lookup", target, None)
+        try:
+            collect_rollouts(pool, task, problems, samples, target, executor, "batched-lookup", concurrency, seed)
+        finally:
+            executor.close()
+    if collect_only:
+        click.echo(f"rollouts: {pool / 'cot_samples.jsonl'}")
+        return
     if not (pool / "cot_samples.jsonl").is_file():
         raise ConfigError(f"{pool} holds no rollouts: run without --no-collect, or give --pool.")
     chosen_ids = {p.id for p in problems}
-    items = [item for item in chains_of_pool(pool, task.name) if item.problem_id in chosen_ids]
+    items = [item for item in chains_of_pool(pool) if item.problem_id in chosen_ids]
     layers = parse_layers(layers_text, decoder_layer_count(target.model))
     fingerprint = weights_fingerprint(target.model)
     settings = feature_settings(target, fingerprint, layers)
@@ -159,6 +157,11 @@ def _train(task_name, target_name, dtype, data, count, samples, per_call, out, p
 def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_path: Path, seed: int) -> dict:
     from seed_tot.values.training import choose_settings, fit_head
 
+    chains = table.labels[table.final]
+    if bool(chains.all()) or not bool(chains.any()):
+        raise ConfigError(f"All {len(chains)} chains of the {len(problem_ids)} training problems are "
+                          f"{'right' if bool(chains.all()) else 'wrong'}: a judge learns from both, so train on "
+                          "more (or harder / easier) problems.")
     chosen, grid = choose_settings(table, L2_GRID, seed=seed)
     head_id = f"{settings['target']}-L{chosen['layer']}-{len(problem_ids)}p-{settings['target_fingerprint'][:8]}"
     best = next(r for r in grid if (r["layer"], r["l2"], r["scope"]) == (chosen["layer"], chosen["l2"], chosen["scope"]))
@@ -168,7 +171,6 @@ def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     head = fit_head(table, chosen["layer"], chosen["l2"], chosen["scope"], meta)
     head.save(out / "value_head.safetensors")
-    chains = int(table.final.sum())
     return {"head_id": head_id, "chosen": best, "grid": grid, "settings": settings,
-            "train": {"problems": len(problem_ids), "chains": chains, "states": len(table.labels),
+            "train": {"problems": len(problem_ids), "chains": len(chains), "states": len(table.labels),
                       "data": str(data_path)}}

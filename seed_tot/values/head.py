@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from seed_tot.errors import ConfigError
@@ -60,7 +60,7 @@ def load_head(path: Path, target_name: str | None = None, target_fingerprint: st
         with safe_open(str(path), framework="pt") as handle:
             meta = json.loads((handle.metadata() or {})[HEADER_KEY])
             tensors = {name: handle.get_tensor(name) for name in ("mean", "scale", "weight")}
-    except (KeyError, ValueError, OSError, json.JSONDecodeError) as error:
+    except (KeyError, ValueError, OSError, SafetensorError) as error:
         raise ConfigError(f"{path} is not a seed-tot value head ({type(error).__name__}): "
                           "give a file written by `seed-tot train value`.") from None
     if target_fingerprint is not None and meta.get("target_fingerprint") != target_fingerprint:

@@ -120,3 +120,55 @@ def pool_row(problem, indices: list[int], results, settings: dict, store_problem
     if greedy is not None:
         row.update(greedy=greedy.text, greedy_finish_reason=greedy.finish_reason, greedy_token_count=len(greedy.token_ids))
     return row
+
+
+def collect_rollouts(pool: Path, task, problems: list, samples: int, target, executor, method: str,
+                     concurrency: int, seed: int = 0, progress: bool = True) -> int:
+    """The greedy chain and `samples` sampled chains of every problem the pool lacks, sampled by the
+    self-consistency search itself (the default thought settings), `concurrency` problems sharing
+    the executor's continuous batch; each problem's row is appended as soon as it finishes.
+    Returns the number of problems sampled."""
+    from seed_tot.search.driver import solve_many
+    from seed_tot.search.self_consistency import SelfConsistency
+
+    out_path = pool / POOL_FILE
+    with hold_output(out_path):
+        have = {row["problem_id"] for row in read_json_lines(out_path)} if out_path.is_file() else set()
+        todo = [problem for problem in problems if problem.id not in have]
+        if not todo:
+            return 0
+        config = SearchConfig(cot_samples=samples, seed=seed)
+        search = SelfConsistency(task, executor, PromptFormatter(target.tokenizer), config)
+        settings = {"samples": samples, "target": target.name, "dtype": str(target.dtype).removeprefix("torch."),
+                    "executor": method, "concurrency": concurrency, "task": task.name,
+                    "cot_decode": config.cot_decode.model_dump(mode="json"),
+                    "sample_temperature": config.thought_decode.temperature,
+                    "sample_top_p": config.thought_decode.top_p, "seed": seed}
+        bar = tqdm(total=len(todo), desc="rollouts", unit="problem", disable=not progress)
+        with out_path.open("a") as handle:
+            for result in solve_many(search.steps, todo, executor, concurrency, continuous=True):
+                handle.write(json.dumps(tree_row(result, settings)) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+                bar.update(1)
+        bar.close()
+        return len(todo)
+
+
+def tree_row(result, settings: dict) -> dict:
+    """A pool row from a self-consistency search's chains (the greedy one and the samples)."""
+    nodes = [node for node in result.tree.nodes() if node.info.get("cot") or node.info.get("cot_sample")]
+    greedy = next(node for node in nodes if node.info.get("cot"))
+    samples = sorted((node for node in nodes if node.info.get("cot_sample")), key=lambda n: n.info["cot_sample"])
+    problem = result.problem
+    return {
+        "problem_id": problem.id,
+        "samples": [node.thought for node in samples],
+        "finish_reasons": [node.info.get("finish_reason") for node in samples],
+        "sample_token_counts": [node.generation.new_tokens for node in samples],
+        "sample_indices": [node.info["cot_sample"] for node in samples],
+        "settings": settings,
+        "question": problem.question, "gold": jsonable(problem.gold), "problem_meta": jsonable(problem.meta),
+        "greedy": greedy.thought, "greedy_finish_reason": greedy.info.get("finish_reason"),
+        "greedy_token_count": greedy.generation.new_tokens,
+    }

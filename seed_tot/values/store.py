@@ -70,14 +70,15 @@ class FeatureStore:
             features.append(data["features"])
         if not rows:
             raise SeedTotError(f"{self.folder} holds no features yet.")
-        problems, labels, chains, final = [], [], [], []
+        problems, labels, chains, final, index = [], [], [], [], []
         for number, row in enumerate(rows):
+            index += [row["chain_index"]] * row["states"]
             problems += [row["problem_id"]] * row["states"]
             labels += [row["correct"]] * row["states"]
             chains += [number] * row["states"]
             final += [False] * (row["states"] - 1) + [True]
         return StateTable(torch.cat(features), torch.tensor(labels), problems, torch.tensor(chains),
-                          torch.tensor(final), tuple(self.settings["layers"]))
+                          torch.tensor(final), tuple(self.settings["layers"]), torch.tensor(index))
 
 
 def extract(store: FeatureStore, reader: FeatureReader, items: list[ProblemChains], per_shard: int = 4,

@@ -29,11 +29,12 @@ class StateTable:
     chains: torch.Tensor  # (N,) long: one number per chain
     final: torch.Tensor  # (N,) bool: the state is the whole chain
     layers: tuple[int, ...]
+    chain_index: torch.Tensor  # (N,) long: the chain's index within its problem (0 greedy, then samples)
 
     def subset(self, keep: torch.Tensor) -> StateTable:
         index = keep.nonzero().flatten()
         return StateTable(self.features[index], self.labels[index], [self.problems[i] for i in index.tolist()],
-                          self.chains[index], self.final[index], self.layers)
+                          self.chains[index], self.final[index], self.layers, self.chain_index[index])
 
     def of_problems(self, problem_ids: set[str]) -> StateTable:
         return self.subset(torch.tensor([p in problem_ids for p in self.problems], dtype=torch.bool))
@@ -44,7 +45,7 @@ class StateTable:
 
 def chain_weights(table: StateTable) -> torch.Tensor:
     """1 / (states of its chain) per state: every chain counts once, however many lines it has."""
-    counts = torch.bincount(table.chains)
+    counts = torch.bincount(table.chains, minlength=int(table.chains.max()) + 1)
     return 1.0 / counts[table.chains].float()
 
 

@@ -1,0 +1,128 @@
+"""Measure a learned judge on a held-out pool of chains: AUROC of chains and states within a problem,
+calibration, the reranking rules against self-consistency at each K, and a learning curve.
+
+    python scripts/judge_pool.py docs/results/heldout-gsm8k-43-100/cot-pool --train runs/value-gsm8k \
+        [--curve 25,50,100,200,400] [--report docs/results/value-gsm8k/heldout_report]
+
+--train is a `seed-tot train value --out` folder: its value_head.safetensors is measured, and its
+features (features-<dtype>/) give the learning curve: heads fit with the head's own layer, penalty
+and scope on the first N training problems (in the training file's order). The pool's features are
+read once with the same target, dtype and layers and kept in TRAIN/heldout-features-<dtype>/
+(resumable). Writes REPORT.md and REPORT.json; the pool's chains are test problems and are never
+trained on (refused if any pool problem is among the training problems).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from seed_tot.errors import SeedTotError
+
+RERANK_K = (1, 2, 3, 4, 8, 16)
+
+
+def line_number(problem_id: str) -> int:
+    return int(problem_id.rsplit("-", 1)[-1])
+
+
+@click.command()
+@click.argument("pool", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--train", "train_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--curve", default="25,50,100,200,400", show_default=True, help="Training problem counts.")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Report path without suffix (default POOL/judge_report).")
+def main(pool: Path, train_dir: Path, curve: str, report: Path | None) -> None:
+    try:
+        run(pool, train_dir, [int(n) for n in curve.split(",") if n.strip()], report or pool / "judge_report")
+    except SeedTotError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def run(pool: Path, train_dir: Path, curve: list[int], report: Path) -> None:
+    from seed_tot.cli.compare import bundled_loader, pool_chains
+    from seed_tot.cli.train_value import chains_of_pool, feature_settings
+    from seed_tot.models.fingerprint import weights_fingerprint
+    from seed_tot.models.loading import load_model
+    from seed_tot.observe.rerank import rerank_table
+    from seed_tot.values.features import FeatureReader
+    from seed_tot.values.head import load_head
+    from seed_tot.values.store import FeatureStore, extract
+    from seed_tot.values.training import fit_head, judge_metrics, predict
+    from tasks import get_task
+
+    head = load_head(train_dir / "value_head.safetensors")
+    train_ids = set(head.meta["train_problem_ids"])
+    items = chains_of_pool(pool)
+    leaked = [item.problem_id for item in items if item.problem_id in train_ids]
+    if leaked:
+        raise SeedTotError(f"{pool} holds problems the head was trained on ({leaked[0]}): measure on held-out problems.")
+    train_store_dir = next(train_dir.glob("features-*"))
+    train_settings = json.loads((train_store_dir / "features.json").read_text())
+    target = load_model(train_settings["target"], dtype=train_settings["dtype"])
+    settings = feature_settings(target, weights_fingerprint(target.model), tuple(train_settings["layers"]))
+    if settings != train_settings:
+        raise SeedTotError(f"This machine loads {train_settings['target']} differently from the training features "
+                           f"({settings} against {train_settings}).")
+    store = FeatureStore(train_dir / f"heldout-features-{settings['dtype']}", settings)
+    started = time.perf_counter()
+    reader = FeatureReader(target, tuple(settings["layers"]))
+    extract(store, reader, items)
+    seconds = time.perf_counter() - started
+    test = store.table()
+    probs = predict(head, test)
+    found = {"pool": str(pool), "head_id": head.head_id, "head": {k: head.meta[k] for k in ("layer", "scope", "l2")},
+             "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),
+             "feature_seconds_this_run": round(seconds, 1), "feature_tokens_this_run": reader.tokens_read}
+    # the reranking rules over the pool's sampled chains (indices 1..K), as scripts/rerank_pool.py does
+    value_of = {(p, int(i)): float(v) for p, i, v, f in
+                zip(test.problems, test.chain_index.tolist(), probs.tolist(), test.final.tolist(), strict=True) if f}
+    rated = {}
+    for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items():
+        pairs = [(answer, value_of.get((pid, i)) if answer is not None else None)
+                 for i, answer in enumerate(chains.answers, 1)]
+        rated[pid] = (pairs, chains.correct, [0] * len(pairs))
+    table = rerank_table(rated, f"the learned judge ({head.head_id})", RERANK_K)
+    # learning curve: the same settings, the first n training problems
+    train = FeatureStore(train_store_dir, train_settings).table()
+    order = sorted(train.problem_ids(), key=line_number)
+    rows = []
+    for n in [n for n in curve if n <= len(order)] + ([len(order)] if len(order) not in curve else []):
+        small = fit_head(train.of_problems(set(order[:n])), head.layer, head.meta["l2"], head.meta["scope"])
+        metrics = judge_metrics(predict(small, test), test)
+        rows.append({"train_problems": n, **{k: metrics[k] for k in ("chain_auroc_within", "state_auroc_within",
+                                                                     "chain_auroc_pooled", "brier_chains", "ece_states")}})
+    found["learning_curve"] = rows
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
+    report.with_suffix(".md").write_text(markdown(found, table) + "\n")
+    click.echo(markdown(found, table))
+
+
+def markdown(found: dict, table: list[str]) -> str:
+    held = found["heldout"]
+    lines = [f"# Learned judge {found['head_id']} on {found['pool']}", "",
+             f"Head: layer {found['head']['layer']}, {found['head']['scope']} states, l2 {found['head']['l2']}, "
+             f"trained on {found['train_problems']} training problems.", "",
+             f"Held-out: {held['problems']} problems, {held['chains']} chains (greedy + samples), {held['states']} states; "
+             f"{held['correct_share']:.1%} of chains correct.", "",
+             "| measure | value |", "|---|---|"]
+    for key in ("chain_auroc_within", "chain_problems_with_both", "state_auroc_within", "chain_auroc_pooled",
+                "state_auroc_pooled", "brier_chains", "ece_states"):
+        lines.append(f"| {key.replace('_', ' ')} | {held[key]} |")
+    lines += ["", "Calibration (states): " + "; ".join(
+        f"{b['range'][0]:.1f}-{b['range'][1]:.1f}: {b['predicted']:.2f} predicted, {b['observed']:.2f} observed ({b['count']})"
+        for b in held["calibration_states"]), "", "## Reranking the sampled chains", ""] + table
+    lines += ["", "## Learning curve (held-out, same layer / penalty / scope)", "",
+              "| training problems | chain AUROC within | state AUROC within | chain AUROC pooled | Brier (chains) | ECE (states) |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {r['train_problems']} | {r['chain_auroc_within']} | {r['state_auroc_within']} | "
+              f"{r['chain_auroc_pooled']} | {r['brier_chains']} | {r['ece_states']} |" for r in found["learning_curve"]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

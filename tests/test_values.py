@@ -1,0 +1,195 @@
+"""The learned judge's parts: hidden states stopped at a layer, state boundaries, features, the head
+file and its target check, fitting and the within-problem measurements."""
+
+import pytest
+import torch
+
+from seed_tot.errors import ConfigError
+from seed_tot.models.fingerprint import weights_fingerprint
+from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.runtime.hidden import layer_states
+from seed_tot.values.features import FeatureReader, Reading
+from seed_tot.values.head import ValueHead, fit_logistic, load_head
+from seed_tot.values.states import last_token_before, state_ends
+from seed_tot.values.training import (
+    StateTable,
+    calibration,
+    fit_head,
+    grouped_folds,
+    judge_metrics,
+    out_of_fold,
+    predict,
+    within_problem_auroc,
+)
+
+
+def test_layer_states_match_the_full_forward_and_ignore_padding(tiny_pair):
+    _, target = tiny_pair
+    model = target.model
+    ids = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    hooks_before = sum(len(m._forward_hooks) for m in model.modules())
+    got = layer_states(model, ids, mask, (1, 2))
+    assert sum(len(m._forward_hooks) for m in model.modules()) == hooks_before  # ours removed
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    assert torch.allclose(got[1][0], full.hidden_states[1][0], atol=1e-5)
+    alone = layer_states(model, ids[1:, :6], torch.ones(1, 6, dtype=torch.long), (1, 2))
+    for layer in (1, 2):
+        assert torch.allclose(alone[layer][0], got[layer][1, :6], atol=1e-4)
+
+
+def test_layer_states_stop_at_the_deepest_layer(tiny_pair):
+    _, target = tiny_pair
+    ran = []
+    last = target.model.get_decoder().layers[-1]
+    handle = last.register_forward_hook(lambda *args: ran.append(True))
+    try:
+        layer_states(target.model, torch.tensor([[1, 2, 3]]), torch.ones(1, 3, dtype=torch.long), (1,))
+    finally:
+        handle.remove()
+    assert ran == []  # the layer above the one asked for never ran
+
+
+def test_layer_states_refuse_a_layer_the_model_lacks(tiny_pair):
+    _, target = tiny_pair
+    with pytest.raises(ConfigError, match="outside 1..2"):
+        layer_states(target.model, torch.tensor([[1]]), torch.ones(1, 1, dtype=torch.long), (3,))
+
+
+def test_state_ends_are_line_ends_without_trailing_space():
+    text = "First line.  \n\n  Second: 3 x 4 = 12\nThe answer is 12."
+    ends = state_ends(text)
+    assert [text[:e] for e in ends] == ["First line.", "First line.  \n\n  Second: 3 x 4 = 12", text]
+    assert state_ends("") == [] and state_ends("\n \n") == []
+
+
+def test_last_token_before_picks_the_token_holding_the_last_character():
+    offsets = [(0, 3), (3, 5), (5, 9)]
+    assert last_token_before(offsets, 5) == 1
+    assert last_token_before(offsets, 6) == 2
+    assert last_token_before(offsets, 1) == 0
+
+
+def test_one_forward_gives_each_prefix_its_own_features(tiny_pair):
+    """Causal attention: the feature at a line end of the whole chain equals the feature of that
+    prefix read alone (the byte tokenizer never merges across the cut)."""
+    _, target = tiny_pair
+    reader = FeatureReader(target, (1, 2))
+    text = "Step one: 2 + 2 = 4\nStep two: 4 x 3 = 12\nThe answer is 12."
+    ends = tuple(state_ends(text))
+    whole = reader.read([Reading("Q?", text, ends)])[0]
+    assert whole.shape == (3, 2, target.model.config.hidden_size)
+    for i, end in enumerate(ends):
+        alone = reader.read([Reading("Q?", text[:end], (end,))])[0]
+        assert torch.allclose(alone[0], whole[i], atol=1e-4)
+
+
+def test_batched_readings_equal_readings_one_at_a_time(tiny_pair):
+    _, target = tiny_pair
+    readings = [Reading("Q?", "a short one", (11,)), Reading("Q2?", "a much longer reply\nwith two lines", (19, 33))]
+    together = FeatureReader(target, (2,)).read(readings)
+    apart = [FeatureReader(target, (2,), max_batch_tokens=1).read([r])[0] for r in readings]
+    for a, b in zip(together, apart):
+        assert torch.allclose(a, b, atol=1e-4)
+
+
+def test_fingerprint_names_the_weights_not_the_dtype():
+    draft, target, _ = build_tiny_pair(seed=0)
+    assert weights_fingerprint(target) == weights_fingerprint(target.to(torch.bfloat16))
+    assert weights_fingerprint(target) != weights_fingerprint(draft)
+
+
+def _head(hidden: int = 4, **meta) -> ValueHead:
+    return ValueHead(layer=1, mean=torch.zeros(hidden), scale=torch.ones(hidden), weight=torch.arange(hidden).float(),
+                     bias=-1.0, meta=meta)
+
+
+def test_head_file_round_trip_and_target_check(tmp_path):
+    path = tmp_path / "head.safetensors"
+    _head(target="t", target_fingerprint="abc", head_id="h1").save(path)
+    loaded = load_head(path, "t", "abc")
+    x = torch.randn(5, 4)
+    assert torch.allclose(loaded.probability(x), _head().probability(x))
+    assert loaded.head_id == "h1"
+    with pytest.raises(ConfigError, match="was trained on 't'.*not on this target 'other'"):
+        load_head(path, "other", "def")
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_a_file_that_is_no_head_is_refused_in_one_sentence(tmp_path):
+    bad = tmp_path / "x.safetensors"
+    bad.write_bytes(b"not a safetensors file")
+    with pytest.raises(ConfigError, match="is not a seed-tot value head"):
+        load_head(bad)
+    with pytest.raises(ConfigError, match="No value head at"):
+        load_head(tmp_path / "missing.safetensors")
+
+
+def _table(problems: int = 30, chains: int = 6, states: int = 3, hidden: int = 8, signal: float = 2.0, seed: int = 0):
+    """A synthetic table: the first feature carries the chain's label (plus noise)."""
+    g = torch.Generator().manual_seed(seed)
+    feats, labels, pids, chain_ids, final, index = [], [], [], [], [], []
+    number = 0
+    for p in range(problems):
+        for c in range(chains):
+            label = bool(torch.rand(1, generator=g) < 0.5)
+            for s in range(states):
+                x = torch.randn(hidden, generator=g)
+                x[0] += signal * (1 if label else -1) * (s + 1) / states
+                feats.append(x)
+                labels.append(label)
+                pids.append(f"p{p}")
+                chain_ids.append(number)
+                final.append(s == states - 1)
+                index.append(c)
+            number += 1
+    return StateTable(torch.stack(feats)[:, None, :].half(), torch.tensor(labels), pids, torch.tensor(chain_ids),
+                      torch.tensor(final), (5,), torch.tensor(index))
+
+
+def test_fit_learns_a_signal_and_says_so_out_of_fold():
+    table = _table()
+    probs = out_of_fold(table, 5, 0.1, "all", folds=5)
+    metrics = judge_metrics(probs, table)
+    assert metrics["chain_auroc_within"] > 0.85
+    assert metrics["state_auroc_within"] > 0.7
+    noise = _table(signal=0.0, seed=1)
+    chance = judge_metrics(out_of_fold(noise, 5, 0.1, "all"), noise)["chain_auroc_within"]
+    assert 0.3 < chance < 0.7
+
+
+def test_final_scope_trains_on_whole_chains_only():
+    table = _table()
+    head = fit_head(table, 5, 0.1, "final")
+    assert predict(head, table).shape == (len(table.labels),)
+
+
+def test_grouped_folds_partition_the_problems():
+    ids = [f"p{i}" for i in range(23)]
+    folds = grouped_folds(ids, 5, seed=3)
+    assert sorted(i for fold in folds for i in fold) == sorted(ids)
+    assert sum(len(f) for f in folds) == len(ids)
+
+
+def test_within_problem_auroc_averages_only_problems_with_both_labels():
+    scores = [0.9, 0.1, 0.5, 0.2, 0.8, 0.3]
+    labels = [True, False, True, True, False, True]
+    problems = ["a", "a", "b", "b", "c", "c"]
+    value, count = within_problem_auroc(scores, labels, problems)
+    assert (value, count) == (pytest.approx(0.5), 2)  # a: 1.0, c: 0.0; b has no wrong chain
+
+
+def test_logistic_fit_weights_count():
+    x = torch.tensor([[0.0], [1.0], [2.0], [3.0]])
+    y = torch.tensor([0, 0, 1, 1])
+    _, _, w, b = fit_logistic(x, y, torch.ones(4), l2=0.01)
+    assert float(w[0]) > 0
+
+
+def test_calibration_of_a_perfect_predictor_is_zero():
+    probs = torch.tensor([0.0, 0.0, 1.0, 1.0])
+    error, bins = calibration(probs, torch.tensor([False, False, True, True]))
+    assert error == pytest.approx(0.0)
+    assert [b["count"] for b in bins] == [2, 2]
