@@ -28,3 +28,12 @@ def test_gguf_targets_on_a_cpu_run_on_llama_cpp(target):
 )
 def test_everything_else_stays_in_process(target, tiny, device):
     assert resolve_auto_method(target, tiny, device) == IN_PROCESS_DEFAULT_METHOD
+
+
+def test_the_embedded_server_uses_every_core_it_may_run_on_whatever_the_load(monkeypatch):
+    import os
+
+    from seed_tot.engines.embedded import default_threads
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (99.0, 99.0, 99.0))  # a busy-looking machine changes nothing
+    assert default_threads() == len(os.sched_getaffinity(0))

@@ -34,13 +34,15 @@ class LlamaServerSettings:
     port: int = 0  # 0: a free port
 
 
-def default_threads() -> int | None:
-    """1 thread when other work already holds the cores (1-minute load average above the core
-    count): llama.cpp's threads wait for each other at every operation, so on a busy machine 1
-    thread runs faster than 2 (measured: docs/engines.md#options-of-the-engine-methods).
-    Otherwise None: llama.cpp's own choice (all cores)."""
-    cores = os.cpu_count() or 1
-    return 1 if os.getloadavg()[0] > cores else None
+def default_threads() -> int:
+    """The cores this process may run on: llama.cpp's threads wait for each other at every
+    operation, so more threads than cores stall it. A busy machine may run faster with fewer
+    (docs/engines.md); that is --threads, never a guess from the load average, which lags a
+    minute behind and once started a server with 1 thread on an idle 2-core machine."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def free_port() -> int:

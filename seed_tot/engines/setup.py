@@ -90,6 +90,7 @@ def open_llama_cpp(target: str, draft: str | None = None, slots: int | None = No
     draft_file = gguf_path(draft) if draft else None
     tokenizer = tokenizer_for(target)
     slots = slots or DEFAULT_SLOTS
+    threads_given = bool(threads)
     threads = threads or default_threads()
     server = LlamaServer(LlamaServerSettings(target_file, draft_file, slots, ctx_per_slot, threads))
     try:
@@ -100,7 +101,8 @@ def open_llama_cpp(target: str, draft: str | None = None, slots: int | None = No
     import xllamacpp
 
     info.record.update(xllamacpp=xllamacpp.__version__, started_by="seed-tot", draft_file=draft_file,
-                       draft_sha256=_sha(draft_file), ctx_per_slot=ctx_per_slot, threads=threads)
+                       draft_sha256=_sha(draft_file), ctx_per_slot=ctx_per_slot, threads=threads,
+                       slots=slots, threads_rule="--threads" if threads_given else "cores available")
     executor = ServerExecutor(info, tokenizer, parallel=slots, timeout=timeout, retries=retries,
                               name="llama-cpp" + ("+draft" if draft else ""), on_close=server.close)
     executor.server = server
