@@ -33,16 +33,17 @@ def line_number(problem_id: str) -> int:
 @click.argument("pool", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--train", "train_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--curve", default="25,50,100,200,400", show_default=True, help="Training problem counts.")
+@click.option("--samples", type=int, default=None, help="Use the greedy chain and samples 1..N only (default: all).")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Report path without suffix (default POOL/judge_report).")
-def main(pool: Path, train_dir: Path, curve: str, report: Path | None) -> None:
+def main(pool: Path, train_dir: Path, curve: str, samples: int | None, report: Path | None) -> None:
     try:
-        run(pool, train_dir, [int(n) for n in curve.split(",") if n.strip()], report or pool / "judge_report")
+        run(pool, train_dir, [int(n) for n in curve.split(",") if n.strip()], samples, report or pool / "judge_report")
     except SeedTotError as error:
         raise click.ClickException(str(error)) from None
 
 
-def run(pool: Path, train_dir: Path, curve: list[int], report: Path) -> None:
+def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, report: Path) -> None:
     from seed_tot.cli.compare import bundled_loader, pool_chains
     from seed_tot.cli.train_value import chains_of_pool, feature_settings
     from seed_tot.models.fingerprint import weights_fingerprint
@@ -56,7 +57,7 @@ def run(pool: Path, train_dir: Path, curve: list[int], report: Path) -> None:
 
     head = load_head(train_dir / "value_head.safetensors")
     train_ids = set(head.meta["train_problem_ids"])
-    items = chains_of_pool(pool)
+    items = chains_of_pool(pool, samples)
     leaked = [item.problem_id for item in items if item.problem_id in train_ids]
     if leaked:
         raise SeedTotError(f"{pool} holds problems the head was trained on ({leaked[0]}): measure on held-out problems.")
@@ -74,7 +75,7 @@ def run(pool: Path, train_dir: Path, curve: list[int], report: Path) -> None:
     seconds = time.perf_counter() - started
     test = store.table()
     probs = predict(head, test)
-    found = {"pool": str(pool), "head_id": head.head_id, "head": {k: head.meta[k] for k in ("layer", "scope", "l2")},
+    found = {"pool": str(pool), "samples_per_problem": samples or "all", "head_id": head.head_id, "head": {k: head.meta[k] for k in ("layer", "scope", "l2")},
              "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),
              "feature_seconds_this_run": round(seconds, 1), "feature_tokens_this_run": reader.tokens_read}
     # the reranking rules over the pool's sampled chains (indices 1..K), as scripts/rerank_pool.py does
@@ -82,10 +83,12 @@ def run(pool: Path, train_dir: Path, curve: list[int], report: Path) -> None:
                 zip(test.problems, test.chain_index.tolist(), probs.tolist(), test.final.tolist(), strict=True) if f}
     rated = {}
     for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items():
+        answers = chains.answers[:samples] if samples else chains.answers
         pairs = [(answer, value_of.get((pid, i)) if answer is not None else None)
-                 for i, answer in enumerate(chains.answers, 1)]
+                 for i, answer in enumerate(answers, 1)]
         rated[pid] = (pairs, chains.correct, [0] * len(pairs))
     table = rerank_table(rated, f"the learned judge ({head.head_id})", RERANK_K)
+    table += [""] + cheaper_than_voting(rated, pool_chains(pool, get_task, bundled_loader()))
     # learning curve: the same settings, the first n training problems
     train = FeatureStore(train_store_dir, train_settings).table()
     order = sorted(train.problem_ids(), key=line_number)
@@ -100,6 +103,29 @@ def run(pool: Path, train_dir: Path, curve: list[int], report: Path) -> None:
     report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
     report.with_suffix(".md").write_text(markdown(found, table) + "\n")
     click.echo(markdown(found, table))
+
+
+def cheaper_than_voting(rated: dict, chains_by_problem: dict, against: int = 8, resamples: int = 10_000) -> list[str]:
+    """Fewer chains for the same accuracy: each rule at K = 2, 3, 4 rated chains against the plain vote
+    of `against` chains (all the pool's samples), per problem, with a paired bootstrap over problems."""
+    from seed_tot.observe.paired_stats import expected_vote_accuracy, paired_bootstrap
+    from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
+
+    ids = sorted(rated)
+    vote = [expected_vote_accuracy(chains_by_problem[pid][1].answers, chains_by_problem[pid][1].correct, against)
+            for pid in ids]
+    lines = [f"Against the plain vote of {against} chains ({sum(vote):.2f}/{len(ids)}, exact mean over the pool's "
+             f"{against}-subsets):", "", "| rule | K | accuracy | - vote of " + str(against) + " (95% paired bootstrap) |",
+             "|---|---|---|---|"]
+    for name, rule in (("best-of-K", best_chain_credit), ("value-weighted vote", weighted_vote_credit)):
+        for k in (2, 3, 4):
+            if k > min(len(rated[pid][0]) for pid in ids):
+                continue
+            got = [expected_credit(rule, rated[pid][0], rated[pid][1], k) for pid in ids]
+            low, high = paired_bootstrap([g - v for g, v in zip(got, vote)], resamples=resamples)
+            lines.append(f"| {name} | {k} | {sum(got):.2f}/{len(ids)} | {(sum(got) - sum(vote)) / len(ids):+.1%} "
+                         f"[{low:+.1%}, {high:+.1%}] |")
+    return lines
 
 
 def markdown(found: dict, table: list[str]) -> str:

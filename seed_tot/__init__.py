@@ -5,7 +5,8 @@ The public API (imported lazily, so worker processes that import a submodule sta
     load_pair, load_model          models (alias, local dir, .gguf or hub id) -> ModelRunners
     make_executor                  "ar", "sd", "seed", ... -> an Executor
     BFS, MCTS, BFSConfig, MCTSConfig, SearchConfig, DecodeConfig
-    solve(task, problem, executor, tokenizer, search="bfs", **options) -> SearchResult
+    solve(task, problem, executor, tokenizer, search="bfs", judge=None, **options) -> SearchResult
+    LearnedJudge                   a trained value head bound to the target (value_mode="learned")
     SimpleTask, Problem            a task from two templates and a parser
     to_trace, write_trace, load_trace, tree_from_trace
     aggregate                      metrics of many problems
@@ -40,6 +41,7 @@ _EXPORTS = {
     "Problem": "seed_tot.task",
     "Task": "seed_tot.task",
     "solve": "seed_tot.api",
+    "LearnedJudge": "seed_tot.values.judge",
     "to_trace": "seed_tot.api",
     "Trace": "seed_tot.observe.trace",
     "write_trace": "seed_tot.observe.trace",

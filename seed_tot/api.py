@@ -26,11 +26,13 @@ def solve(
     tokenizer: Any,
     search: str | type[Search] = "bfs",
     config: SearchConfig | None = None,
+    judge: Any = None,
     **options: Any,
 ) -> SearchResult:
     """Search one problem. `tokenizer` is the target's tokenizer or its ModelRunner; `search`
     is "bfs", "mcts" or a Search subclass; `options` build the search's config when `config`
-    is not given (e.g. n_thoughts=3, breadth=2, depth=4, seed=0)."""
+    is not given (e.g. n_thoughts=3, breadth=2, depth=4, seed=0). With value_mode="learned",
+    `judge` is a LearnedJudge (LearnedJudge.load(target, path))."""
     cls = search_class(search) if isinstance(search, str) else search
     if config is None:
         try:
@@ -44,4 +46,4 @@ def solve(
             ) from None
     elif options:
         raise ConfigError("Pass either a config object or keyword options to solve(), not both.")
-    return cls(task, executor, PromptFormatter(_tokenizer_of(tokenizer)), config).run(problem)
+    return cls(task, executor, PromptFormatter(_tokenizer_of(tokenizer)), config, judge=judge).run(problem)

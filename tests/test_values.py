@@ -193,3 +193,19 @@ def test_calibration_of_a_perfect_predictor_is_zero():
     error, bins = calibration(probs, torch.tensor([False, False, True, True]))
     assert error == pytest.approx(0.0)
     assert [b["count"] for b in bins] == [2, 2]
+
+
+def test_shared_prompt_features_equal_one_plain_forward_over_prompt_and_reply(tiny_pair):
+    _, target = tiny_pair
+    reader = FeatureReader(target, (1, 2))
+    text = "Step one: 2 + 2 = 4\nThe answer is 4."
+    ends = tuple(state_ends(text))
+    got = reader.read([Reading("What is 2 + 2?", text, ends), Reading("What is 2 + 2?", "No idea.", (8,))])[0]
+    prompt = reader.formatter.encode_text(reader.formatter.reply_prefix("What is 2 + 2?"))
+    reply = target.tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([prompt + list(reply)])
+    plain = layer_states(target.model, ids, torch.ones_like(ids), (1, 2))
+    for i, end in enumerate(ends):
+        position = len(prompt) + len(target.tokenizer(text[:end], add_special_tokens=False)["input_ids"]) - 1
+        for j, layer in enumerate((1, 2)):
+            assert torch.allclose(got[i, j], plain[layer][0, position], atol=1e-4)

@@ -51,15 +51,16 @@ def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
     return problems[:count], Path(path)
 
 
-def chains_of_pool(pool: Path) -> list:
-    """Every pool problem's chains with their outcome (the vote's answer rule, scored against the gold)."""
+def chains_of_pool(pool: Path, samples: int | None = None) -> list:
+    """Every pool problem's chains with their outcome (the vote's answer rule, scored against the
+    gold): the greedy chain and the samples (the first `samples` of them when given)."""
     from seed_tot.cli.compare import bundled_loader, chain_answer, pool_problems
     from seed_tot.values.store import Chain, ProblemChains
     from tasks import get_task
 
     items = []
     for pid, entry in pool_problems(pool, get_task, bundled_loader()).items():
-        results = ([entry.greedy] if entry.greedy is not None else []) + entry.samples
+        results = ([entry.greedy] if entry.greedy is not None else []) + entry.samples[:samples]
         first = 0 if entry.greedy is not None else 1
         chains = []
         for index, result in enumerate(results, first):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.runtime.hidden import layer_states
+from seed_tot.runtime.hidden import layer_states, prompt_cache, shared_prefix
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.values.states import last_token_before
 
@@ -31,7 +31,10 @@ class Reading:
 
 
 class FeatureReader:
-    """Reads (states, layers, hidden) float32 features of readings with one loaded target."""
+    """Reads (states, layers, hidden) float32 features of readings with one loaded target.
+
+    Readings that share a message share its prompt: the prompt runs once (up to the deepest layer)
+    and its cache is repeated for the batch of replies that continue it."""
 
     def __init__(self, target: ModelRunner, layers: tuple[int, ...], max_batch_tokens: int = 4096) -> None:
         self.target = target
@@ -39,35 +42,35 @@ class FeatureReader:
         self.layers = tuple(sorted(set(layers)))
         self.max_batch_tokens = max_batch_tokens
         self.tokens_read = 0  # token positions run through the layers (cost accounting)
-        self._prefix_ids: dict[str, list[int]] = {}
 
     def read(self, readings: list[Reading]) -> list[torch.Tensor]:
         """One (len(ends), len(layers), hidden) tensor per reading, in order."""
-        encoded = [self._encode(reading) for reading in readings]
         out: list[torch.Tensor | None] = [None] * len(readings)
-        order = sorted(range(len(readings)), key=lambda i: len(encoded[i][0]))
-        batch: list[int] = []
-        for i in order:  # similar lengths together: fewer pads
-            if batch and (len(batch) + 1) * len(encoded[i][0]) > self.max_batch_tokens:
-                self._run(batch, encoded, out)
-                batch = []
-            batch.append(i)
-        if batch:
-            self._run(batch, encoded, out)
+        groups: dict[str, list[int]] = {}
+        for i, reading in enumerate(readings):
+            groups.setdefault(reading.message, []).append(i)
+        for message, members in groups.items():
+            prompt = self.formatter.encode_text(self.formatter.reply_prefix(message))
+            cache = prompt_cache(self.target.model, prompt, max(self.layers))
+            self.tokens_read += len(prompt)
+            encoded = {i: self._encode(readings[i]) for i in members}
+            batch: list[int] = []
+            for i in sorted(members, key=lambda i: len(encoded[i][0])):  # similar lengths together: fewer pads
+                if batch and (len(batch) + 1) * (len(prompt) + len(encoded[i][0])) > self.max_batch_tokens:
+                    self._run(batch, encoded, cache, out)
+                    batch = []
+                batch.append(i)
+            if batch:
+                self._run(batch, encoded, cache, out)
         return out
 
     def _encode(self, reading: Reading) -> tuple[list[int], list[int]]:
-        """(token ids, the token index where each state ends)."""
-        prefix = self._prefix_ids.get(reading.message)
-        if prefix is None:
-            prefix = self.formatter.encode_text(self.formatter.reply_prefix(reading.message))
-            self._prefix_ids = {reading.message: prefix}  # a problem's states come together: keep one
+        """(the reply's token ids, the token index where each state ends)."""
         encoding = self.target.tokenizer(reading.text, add_special_tokens=False, return_offsets_mapping=True)
         offsets = [tuple(pair) for pair in encoding["offset_mapping"]]
-        positions = [len(prefix) + last_token_before(offsets, end) for end in reading.ends]
-        return prefix + list(encoding["input_ids"]), positions
+        return list(encoding["input_ids"]), [last_token_before(offsets, end) for end in reading.ends]
 
-    def _run(self, batch: list[int], encoded, out) -> None:
+    def _run(self, batch: list[int], encoded, cache, out) -> None:
         width = max(len(encoded[i][0]) for i in batch)
         ids = torch.full((len(batch), width), self.target.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -75,7 +78,7 @@ class FeatureReader:
             tokens = encoded[i][0]
             ids[row, : len(tokens)] = torch.tensor(tokens)
             mask[row, : len(tokens)] = 1
-        states = layer_states(self.target.model, ids, mask, self.layers)
+        states = layer_states(self.target.model, ids, mask, self.layers, shared_prefix(cache, len(batch)))
         self.tokens_read += int(mask.sum())
         for row, i in enumerate(batch):
             where = torch.tensor(encoded[i][1], dtype=torch.long)
