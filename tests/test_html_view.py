@@ -151,6 +151,8 @@ def test_cli_bad_input_is_one_sentence(tmp_path):
         (tmp_path / "missing.json", "does not exist"),
         (tmp_path / "notes.json", "is not a seed-tot trace"),
         (tmp_path / "empty", "no results.jsonl and no trace files"),
+        ("", "The path is empty"),
+        (write_run(tmp_path / "runs" / "a").parent.parent, "holds 1 other run(s)"),
     ]:
         result = CliRunner().invoke(main, ["trace", "view", str(source)])
         assert result.exit_code == 2, result.output

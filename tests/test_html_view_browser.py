@@ -109,3 +109,13 @@ def test_big_tree_opens_on_the_chosen_path_and_expands_without_overlaps(tmp_path
         assert all(a[1] <= b[0] for a, b in zip(row, row[1:])), f"nodes overlap at depth {level}"
     shot = browser.screenshot(screenshot_dir(tmp_path) / "viewer-big.png")
     record_property("screenshot", str(shot))
+
+
+def test_a_tree_without_values_has_a_legend_without_a_value_scale(tmp_path, browser):
+    trace = viewer_trace()
+    for node in trace.nodes:  # a self-consistency run rates nothing
+        node.value = None
+    page = write_view(write_trace(tmp_path / "trace.json", trace), tmp_path / "trace.html", bundled_task)
+    browser.open(page.as_uri(), ready="document.querySelector('svg#tree g.node')")
+    legend = browser.evaluate("document.querySelector('.legend').textContent")
+    assert "null" not in legend and "chain of thought" in legend and "value" not in legend

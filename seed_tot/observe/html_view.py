@@ -185,6 +185,7 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
     """The run's problems (from results.jsonl, joined with the traces under the run directory)
     and every trace's page data, in results order (traces without a result row last)."""
     root = Path(run_dir)
+    check_one_run(root)
     traces: dict[str, Trace] = {}
     for path in sorted(root.rglob("*.json")):
         try:
@@ -245,8 +246,19 @@ def render_page(data: dict) -> str:
     return template.replace(_DATA_MARK, _embed(data), 1)
 
 
+def check_one_run(root: Path) -> None:
+    """Refuse a folder that holds other runs (their results.jsonl below it): one index of several
+    runs would mix their problems under the first trace's settings."""
+    nested = sorted(p.parent for p in root.rglob("results.jsonl") if p.parent != root)
+    if nested:
+        names = ", ".join(str(p) for p in nested[:3]) + (" ..." if len(nested) > 3 else "")
+        raise SeedTotError(f"{str(root)!r} holds {len(nested)} other run(s) ({names}): view each run folder on its own.")
+
+
 def view_data(source: str | os.PathLike, task_named: TaskLookup | None = None) -> dict[str, Any]:
     """Page data for a trace file or a run directory."""
+    if not str(source).strip():
+        raise SeedTotError("The path is empty: pass a trace file or a run directory.")
     path = Path(source)
     if path.is_dir():
         return {"kind": "run", "run": run_page_data(path, task_named)}
