@@ -163,20 +163,14 @@ def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):
 
 
 def test_a_second_writer_of_a_pool_is_refused(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
     from seed_tot.errors import SeedTotError
+    from seed_tot.values.rollouts import hold_output
 
-    path = Path(__file__).resolve().parent.parent / "scripts" / "add_cot_samples.py"
-    spec = importlib.util.spec_from_file_location("add_cot_samples", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    first = script.hold_output(tmp_path / "cot_samples.jsonl")
-    with pytest.raises(SeedTotError, match="Another add_cot_samples.py"):
-        script.hold_output(tmp_path / "cot_samples.jsonl")
+    first = hold_output(tmp_path / "cot_samples.jsonl")
+    with pytest.raises(SeedTotError, match="Another collection is writing"):
+        hold_output(tmp_path / "cot_samples.jsonl")
     first.close()
-    script.hold_output(tmp_path / "cot_samples.jsonl").close()  # free again once the first writer is gone
+    hold_output(tmp_path / "cot_samples.jsonl").close()  # free again once the first writer is gone
 
 
 def test_a_rated_pool_adds_best_of_k_on_the_same_chains_and_tokens(tmp_path):

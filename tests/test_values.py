@@ -209,3 +209,19 @@ def test_shared_prompt_features_equal_one_plain_forward_over_prompt_and_reply(ti
         position = len(prompt) + len(target.tokenizer(text[:end], add_special_tokens=False)["input_ids"]) - 1
         for j, layer in enumerate((1, 2)):
             assert torch.allclose(got[i, j], plain[layer][0, position], atol=1e-4)
+
+
+def test_every_shipped_head_was_trained_on_training_problems_only():
+    from seed_tot.values.judge import PACKAGED_HEADS
+    from tasks.gsm8k import Gsm8kTask
+
+    heads = sorted(PACKAGED_HEADS.glob("*.safetensors"))
+    assert heads, "the package ships a head for the default target"
+    task = Gsm8kTask()
+    train_ids = {p.id for p in task.load(task.train_data_path)}
+    test_ids = {p.id for p in task.load()}
+    for path in heads:
+        head = load_head(path)
+        ids = set(head.meta["train_problem_ids"])
+        assert ids and ids <= train_ids and not ids & test_ids
+        assert path.stem == head.meta["target_fingerprint"]  # found by the weights it was trained on

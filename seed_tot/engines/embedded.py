@@ -37,7 +37,7 @@ class LlamaServerSettings:
 def default_threads() -> int:
     """The cores this process may run on: llama.cpp's threads wait for each other at every
     operation, so more threads than cores stall it. A busy machine may run faster with fewer
-    (docs/engines.md); that is --threads, never a guess from the load average, which lags a
+    (measured: docs/engines.md#options-of-the-engine-methods); that is --threads, never a guess from the load average, which lags a
     minute behind and once started a server with 1 thread on an idle 2-core machine."""
     try:
         return len(os.sched_getaffinity(0))

@@ -15,6 +15,9 @@ impossible 0.001) under the verdict probabilities renormalised over the verdict 
 - the probabilities are those of the model at temperature 1, whatever the value temperature.
 The trace records each word's renormalised probability and the verdict words' total mass.
 
+Constant mode (a blind baseline): every state no rule rejects is worth CONSTANT_VALUE, with no
+request, so the search ranks states by nothing the model knows.
+
 Before asking the model, a state is checked by rules that need no model: a thought cut off
 by the token budget, or a step the task itself can show wrong (GSM8K arithmetic, an illegal
 Blocksworld move), is *rejected*: it gets value 0.0 and no evaluator request is sent.
@@ -37,7 +40,8 @@ if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this 
     from seed_tot.tree import ThoughtNode
 
 REJECTED_VALUE = 0.0
-VALUE_MODES = ("samples", "logits", "learned")
+CONSTANT_VALUE = 0.5  # value mode "constant": between a rejected state (0.0) and a sure one (1.0)
+VALUE_MODES = ("samples", "logits", "learned", "constant")
 
 
 @dataclass
@@ -141,7 +145,7 @@ class StateEvaluator:
         mode: str = "samples", judge=None,
     ):
         if mode not in VALUE_MODES:
-            raise ConfigError(f"Unknown value mode {mode!r}: use samples, logits or learned.")
+            raise ConfigError(f"Unknown value mode {mode!r}: use samples, logits, learned or constant.")
         if mode == "learned" and judge is None:
             raise ConfigError("Value mode learned needs a value head bound to the target (a LearnedJudge): "
                               "load one with seed_tot.values.judge.LearnedJudge.load(target, path).")
@@ -164,8 +168,8 @@ class StateEvaluator:
 
     def requests(self, problem: Problem, nodes: list[ThoughtNode]) -> list[GenerationRequest]:
         """k requests per node that no rule rejects (the step is the parent's depth); none in learned
-        mode (the judge reads the target's hidden states itself, in `read`)."""
-        if self.judge is not None:
+        mode (the judge reads the target's hidden states itself, in `read`) nor in constant mode."""
+        if self.judge is not None or self.mode == "constant":
             return []
         requests = []
         for node in nodes:
@@ -186,6 +190,8 @@ class StateEvaluator:
         """One Evaluation per node, from `requests(problem, nodes)` and their results."""
         if self.judge is not None:
             return self._read_learned(problem, nodes)
+        if self.mode == "constant":
+            return [self._read_constant(problem, node) for node in nodes]
         answered = iter(zip(requests, results, strict=True))
         evaluations = []
         for node in nodes:
@@ -209,6 +215,12 @@ class StateEvaluator:
                             judge=self.judge.head_id)
             for reason in reasons
         ]
+
+    def _read_constant(self, problem: Problem, node: ThoughtNode) -> Evaluation:
+        reason = rejection(self.task, problem, node)
+        if reason is not None:
+            return Evaluation(REJECTED_VALUE, True, [], [], GenerationStats(), rejected=reason)
+        return Evaluation(value=CONSTANT_VALUE, parsed=True, raw=[], seeds=[], stats=GenerationStats())
 
     def _read_logits(self, request: GenerationRequest, result: GenerationResult) -> Evaluation:
         if result.candidate_logprobs is None or len(result.candidate_logprobs) != len(self.verdicts.token_ids):

@@ -23,6 +23,7 @@ from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.move_chooser import MoveChooser, require_moves
 from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.reasoning.random_moves import RandomMoves
 from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
 from seed_tot.search.answers import Selection, select_answer
@@ -44,10 +45,11 @@ class SearchConfig(BaseModel):
     thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=256, temperature=0.7, top_p=0.95)
     value_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=0.7, top_p=0.95)
     value_samples: int = Field(3, ge=1, description="evaluator replies per state, averaged (k)")
-    value_mode: Literal["samples", "logits", "learned"] = Field(
+    value_mode: Literal["samples", "logits", "learned", "constant"] = Field(
         "samples", description="samples: k sampled evaluator replies, parsed; logits: the verdict words' "
         "probabilities from one forward per state (tasks with verdict_values); learned: a value head on the "
-        "target's hidden states (a LearnedJudge given to the search), which also rates the chains of thought"
+        "target's hidden states (a LearnedJudge given to the search), which also rates the chains of thought; "
+        "constant: every state no rule rejects is worth 0.5, no model call (a blind baseline)"
     )
     vote: bool = Field(True, description="majority vote over answer leaves, for tasks with comparable answers")
     vote_weight: Literal["leaf", "path", "value"] = Field(
@@ -65,9 +67,10 @@ class SearchConfig(BaseModel):
         "or there is no vote"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
-    thought_mode: Literal["sample", "choose"] = Field(
+    thought_mode: Literal["sample", "choose", "random"] = Field(
         "sample", description="sample: n sampled thoughts per state; choose: for tasks that list their moves "
-        "(next_moves), the target's n most likely listed moves, read from one forward per point where they part"
+        "(next_moves), the target's n most likely listed moves, read from one forward per point where they part; "
+        "random: n of the listed moves drawn at random with a per-node seed, no model call (a blind baseline)"
     )
     known_states: bool = Field(
         True, description="for tasks that name their states (state_key, reaches_goal): prune thoughts that "
@@ -108,7 +111,7 @@ class SearchRun:
     problem: Problem
     tree: ReasoningTree
     log: BatchLog
-    generator: ThoughtGenerator | MoveChooser
+    generator: ThoughtGenerator | MoveChooser | RandomMoves
     evaluator: StateEvaluator
     depth_limit: int
     known_states: bool = False  # prune repeated states, stop at the goal (seed_tot/search/known_states.py)
@@ -142,7 +145,7 @@ class Search(ABC):
     @classmethod
     def check(cls, task: Task, config: SearchConfig) -> None:
         """Raise ConfigError when this search cannot run on `task` with `config` (before any model loads)."""
-        if config.thought_mode == "choose":
+        if config.thought_mode in ("choose", "random"):
             require_moves(task)
         if config.vote_weight == "value" and config.value_mode != "learned":
             raise ConfigError("A value-weighted vote needs every answer rated: use it with --value-mode learned.")
@@ -216,9 +219,13 @@ def is_dead_end(node: ThoughtNode) -> bool:
     return bool(node.info.get("dead_end"))
 
 
-def thought_generator(task: Task, formatter: PromptFormatter, config: SearchConfig) -> ThoughtGenerator | MoveChooser:
+def thought_generator(
+    task: Task, formatter: PromptFormatter, config: SearchConfig
+) -> ThoughtGenerator | MoveChooser | RandomMoves:
     if config.thought_mode == "choose":
         return MoveChooser(task, formatter, config.n_thoughts, config.seed)
+    if config.thought_mode == "random":
+        return RandomMoves(task, config.n_thoughts, config.seed)
     return ThoughtGenerator(task, formatter, config.thought_decode, config.n_thoughts, config.seed)
 
 
