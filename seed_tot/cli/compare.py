@@ -211,15 +211,16 @@ def run_label(folder: Path, traces: list[Trace] | None = None) -> str:
     if trace.search == "self-consistency":
         return f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains, {where})"
     parts = [trace.search, f"n={search.get('n_thoughts')}"]
-    if search.get("thought_mode") == "choose":
-        parts.append("chosen moves")
+    if search.get("thought_mode") in ("choose", "random"):
+        parts.append("chosen moves" if search["thought_mode"] == "choose" else "random legal moves")
     if "breadth" in search:
         parts.append(f"b={search['breadth']}")
     if "iterations" in search:
         parts.append(f"iterations={search['iterations']}")
     value_mode = search.get("value_mode", "samples")
     parts += [f"k={search.get('value_samples')} samples" if value_mode == "samples" else value_mode,
-              f"cot samples {search.get('cot_samples', 'not recorded')}",
+              f"cot samples {search.get('cot_samples', 'not recorded')}" if search.get("cot_candidate", True)
+              else "no chains of thought",
               f"vote {search.get('vote_weight', 'leaf')}"]
     if search.get("known_states") is False:
         parts.append("known states off")
