@@ -42,8 +42,8 @@ def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
     if path is None:
         raise ConfigError(f"Task {task.name!r} bundles no training split: give one with --data.")
     problems = task.load(path)
-    test_ids = {p.id for p in task.load()}
-    test_questions = {p.question for p in task.load()}
+    test = task.load()
+    test_ids, test_questions = {p.id for p in test}, {p.question for p in test}
     leaked = [p.id for p in problems if p.id in test_ids or p.question in test_questions]
     if leaked:
         raise ConfigError(f"{path} holds {len(leaked)} of the task's test problems (e.g. {leaked[0]}): "
