@@ -78,10 +78,7 @@ def _collect(out_path: Path, task, jobs, samples, target, executor, per_call, me
         return 0
     formatter = PromptFormatter(target.tokenizer)
     config: SearchConfig = todo[0][1]
-    settings = {"samples": samples, "target": target.name, "dtype": str(target.dtype).removeprefix("torch."),
-                "executor": method, "task": task.name, "cot_decode": config.cot_decode.model_dump(mode="json"),
-                "sample_temperature": config.thought_decode.temperature,
-                "sample_top_p": config.thought_decode.top_p, "seed": config.seed}
+    settings = pool_settings(task, target, config, samples, method)
     started = time.perf_counter()
     bar = tqdm(total=len(todo), desc="rollouts", unit="problem", disable=not progress)
     for first in range(0, len(todo), per_call):
@@ -103,23 +100,41 @@ def _collect(out_path: Path, task, jobs, samples, target, executor, per_call, me
     return len(todo)
 
 
-def pool_row(problem, indices: list[int], results, settings: dict, store_problem: bool) -> dict:
-    """One problem's new chains; index 0 (the greedy chain) is kept apart from the samples."""
-    by_index = dict(zip(indices, results, strict=True))
-    greedy = by_index.pop(0, None)
+def pool_settings(task, target, config: SearchConfig, samples: int, method: str, **extra) -> dict:
+    """What produced a pool's rows (stored in each row)."""
+    return {"samples": samples, "target": target.name, "dtype": str(target.dtype).removeprefix("torch."),
+            "executor": method, **extra, "task": task.name, "cot_decode": config.cot_decode.model_dump(mode="json"),
+            "sample_temperature": config.thought_decode.temperature, "sample_top_p": config.thought_decode.top_p,
+            "seed": config.seed}
+
+
+# One chain in a pool row: (index, text, finish reason, generated tokens); index 0 is the greedy chain.
+Chain = tuple[int, str, str | None, int]
+
+
+def chains_row(problem, chains: list[Chain], settings: dict, store_problem: bool) -> dict:
+    """One problem's chains as a pool row: the samples in order, the greedy chain (index 0) apart."""
+    samples = [chain for chain in chains if chain[0] != 0]
     row = {
         "problem_id": problem.id,
-        "samples": [r.text for r in by_index.values()],
-        "finish_reasons": [r.finish_reason for r in by_index.values()],
-        "sample_token_counts": [len(r.token_ids) for r in by_index.values()],
-        "sample_indices": list(by_index),
+        "samples": [text for _, text, _, _ in samples],
+        "finish_reasons": [reason for _, _, reason, _ in samples],
+        "sample_token_counts": [tokens for _, _, _, tokens in samples],
+        "sample_indices": [index for index, _, _, _ in samples],
         "settings": settings,
     }
     if store_problem:
         row.update(question=problem.question, gold=jsonable(problem.gold), problem_meta=jsonable(problem.meta))
+    greedy = next((chain for chain in chains if chain[0] == 0), None)
     if greedy is not None:
-        row.update(greedy=greedy.text, greedy_finish_reason=greedy.finish_reason, greedy_token_count=len(greedy.token_ids))
+        row.update(greedy=greedy[1], greedy_finish_reason=greedy[2], greedy_token_count=greedy[3])
     return row
+
+
+def pool_row(problem, indices: list[int], results, settings: dict, store_problem: bool) -> dict:
+    """One problem's new chains from executor results, in the order of `indices`."""
+    chains = [(i, r.text, r.finish_reason, len(r.token_ids)) for i, r in zip(indices, results, strict=True)]
+    return chains_row(problem, chains, settings, store_problem)
 
 
 def collect_rollouts(pool: Path, task, problems: list, samples: int, target, executor, method: str,
@@ -139,11 +154,7 @@ def collect_rollouts(pool: Path, task, problems: list, samples: int, target, exe
             return 0
         config = SearchConfig(cot_samples=samples, seed=seed)
         search = SelfConsistency(task, executor, PromptFormatter(target.tokenizer), config)
-        settings = {"samples": samples, "target": target.name, "dtype": str(target.dtype).removeprefix("torch."),
-                    "executor": method, "concurrency": concurrency, "task": task.name,
-                    "cot_decode": config.cot_decode.model_dump(mode="json"),
-                    "sample_temperature": config.thought_decode.temperature,
-                    "sample_top_p": config.thought_decode.top_p, "seed": seed}
+        settings = pool_settings(task, target, config, samples, method, concurrency=concurrency)
         bar = tqdm(total=len(todo), desc="rollouts", unit="problem", disable=not progress)
         with out_path.open("a") as handle:
             for result in solve_many(search.steps, todo, executor, concurrency, continuous=True):
@@ -157,18 +168,7 @@ def collect_rollouts(pool: Path, task, problems: list, samples: int, target, exe
 
 def tree_row(result, settings: dict) -> dict:
     """A pool row from a self-consistency search's chains (the greedy one and the samples)."""
-    nodes = [node for node in result.tree.nodes() if node.info.get("cot") or node.info.get("cot_sample")]
-    greedy = next(node for node in nodes if node.info.get("cot"))
-    samples = sorted((node for node in nodes if node.info.get("cot_sample")), key=lambda n: n.info["cot_sample"])
-    problem = result.problem
-    return {
-        "problem_id": problem.id,
-        "samples": [node.thought for node in samples],
-        "finish_reasons": [node.info.get("finish_reason") for node in samples],
-        "sample_token_counts": [node.generation.new_tokens for node in samples],
-        "sample_indices": [node.info["cot_sample"] for node in samples],
-        "settings": settings,
-        "question": problem.question, "gold": jsonable(problem.gold), "problem_meta": jsonable(problem.meta),
-        "greedy": greedy.thought, "greedy_finish_reason": greedy.info.get("finish_reason"),
-        "greedy_token_count": greedy.generation.new_tokens,
-    }
+    chains = sorted((0 if node.info.get("cot") else node.info["cot_sample"], node.thought,
+                     node.info.get("finish_reason"), node.generation.new_tokens)
+                    for node in result.tree.nodes() if node.info.get("cot") or node.info.get("cot_sample"))
+    return chains_row(result.problem, chains, settings, store_problem=True)
