@@ -17,9 +17,9 @@ from seed_tot.values.head import ValueHead, load_head
 PACKAGED_HEADS = Path(__file__).resolve().parent / "heads"
 
 
-def packaged_head(target: ModelRunner) -> Path | None:
-    """The head shipped for this target's weights (heads/<fingerprint>.safetensors), if any."""
-    path = PACKAGED_HEADS / f"{weights_fingerprint(target.model)}.safetensors"
+def packaged_head(fingerprint: str) -> Path | None:
+    """The head shipped for the target with these weights (heads/<fingerprint>.safetensors), if any."""
+    path = PACKAGED_HEADS / f"{fingerprint}.safetensors"
     return path if path.is_file() else None
 
 
@@ -32,14 +32,15 @@ class LearnedJudge:
     @classmethod
     def load(cls, target: ModelRunner, path: str | Path | None = None) -> LearnedJudge:
         """The head at `path` (default: the one shipped for this target), refused for another target."""
+        fingerprint = weights_fingerprint(target.model)
         if path is None:
-            path = packaged_head(target)
+            path = packaged_head(fingerprint)
             if path is None:
                 raise ConfigError(
                     f"No value head ships for {target.name!r}: train one with `seed-tot train value --target "
                     f"{target.name}` and pass --value-model OUT/value_head.safetensors."
                 )
-        head = load_head(Path(path), target.name, weights_fingerprint(target.model))
+        head = load_head(Path(path), target.name, fingerprint)
         return cls(head, target)
 
     @property
