@@ -165,3 +165,17 @@ def test_train_value_refuses_test_problems_and_keeps_rollouts_when_it_cannot_fit
     assert sorted(r["problem_id"] for r in rows) == ["gsm8k-train-1", "gsm8k-train-2"]  # in finishing order
     assert rows[0]["settings"]["target"] == "tiny" and len(rows[0]["samples"]) == 1
     assert list((out / "features-float32").glob("shard-*.pt"))
+
+
+@pytest.mark.slow
+def test_train_value_samples_rollouts_with_llama_cpp_on_the_same_weights(tmp_path):
+    pool = tmp_path / "pool"
+    proc = seed_tot("train", "value", "--target", "tiny", "--problems", "2", "--samples", "1", "--pool", str(pool),
+                    "--collect-only", "--rollout-engine", "llama-cpp", "--concurrency", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in (pool / "cot_samples.jsonl").read_text().splitlines()]
+    assert sorted(r["problem_id"] for r in rows) == ["gsm8k-train-1", "gsm8k-train-2"]
+    settings = rows[0]["settings"]
+    assert settings["executor"] == "llama-cpp" and settings["dtype"].endswith(".gguf")
+    assert settings["engine"]["slots"] == 2 * 2 and settings["engine"]["threads"] >= 1
+    assert all(len(r["samples"]) == 1 for r in rows)

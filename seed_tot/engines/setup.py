@@ -30,7 +30,8 @@ def gguf_path(name: str, workdir: Path | None = None, cache_dir: str | None = No
     models (written to `workdir`)."""
     from seed_tot.models.registry import ALIASES, cache_root, cached_gguf, has_gguf
 
-    if name in ("tiny-target", "tiny-draft"):
+    if name in ("tiny", "tiny-target", "tiny-draft"):
+        name = "tiny-target" if name == "tiny" else name
         return str(write_tiny_gguf(name, workdir or Path(tempfile.gettempdir()) / "seed-tot-tiny-gguf"))
     if name in ALIASES:
         model, root = ALIASES[name], cache_root(cache_dir)

@@ -138,7 +138,7 @@ def pool_row(problem, indices: list[int], results, settings: dict, store_problem
 
 
 def collect_rollouts(pool: Path, task, problems: list, samples: int, target, executor, method: str,
-                     concurrency: int, seed: int = 0, progress: bool = True) -> int:
+                     concurrency: int, seed: int = 0, progress: bool = True, engine: dict | None = None) -> int:
     """The greedy chain and `samples` sampled chains of every problem the pool lacks, sampled by the
     self-consistency search itself (the default thought settings), `concurrency` problems sharing
     the executor's continuous batch; each problem's row is appended as soon as it finishes.
@@ -155,6 +155,8 @@ def collect_rollouts(pool: Path, task, problems: list, samples: int, target, exe
         config = SearchConfig(cot_samples=samples, seed=seed)
         search = SelfConsistency(task, executor, PromptFormatter(target.tokenizer), config)
         settings = pool_settings(task, target, config, samples, method, concurrency=concurrency)
+        if engine is not None:  # the engine's own weights file and settings, not the in-process dtype
+            settings.update(dtype=engine.get("model_file", "gguf"), engine=engine)
         bar = tqdm(total=len(todo), desc="rollouts", unit="problem", disable=not progress)
         with out_path.open("a") as handle:
             for result in solve_many(search.steps, todo, executor, concurrency, continuous=True):
