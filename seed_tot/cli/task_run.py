@@ -79,6 +79,7 @@ class TaskRunOptions:
     vote_weight: str = "leaf"
     thought_mode: str | None = None  # None: the task's default_thought_mode where the method can score, else sample
     backtrack: bool = True
+    max_memory: str | None = None  # None: default_budget() (half the machine's RAM)
 
 
 def executor_options(opts: TaskRunOptions) -> dict:
@@ -225,6 +226,35 @@ def open_engine(opts: TaskRunOptions):
     return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
 
 
+def memory_budget(opts: TaskRunOptions) -> int:
+    from seed_tot.scheduling.memory import default_budget, parse_size
+
+    return parse_size(opts.max_memory) if opts.max_memory is not None else default_budget()
+
+
+def check_memory_before_loading(opts: TaskRunOptions) -> None:
+    """Refuse a budget too small for the target's weights and one row, before anything loads."""
+    from seed_tot.models.loading import resolve_device, resolve_dtype
+    from seed_tot.scheduling.memory import DTYPE_BYTES, check_before_loading
+
+    name = target_name(opts)
+    dtype = resolve_dtype(opts.dtype, resolve_device(opts.device), name)
+    check_before_loading(memory_budget(opts), name, DTYPE_BYTES[str(dtype).removeprefix("torch.")])
+
+
+def within_memory_budget(opts: TaskRunOptions, target, draft, method_settings: dict) -> tuple[dict | None, dict]:
+    """(the memory plan as recorded, the executor settings bounded by it) for the loaded models;
+    methods without a batch of rows keep their settings (no plan)."""
+    from seed_tot.scheduling.factory import option_names
+    from seed_tot.scheduling.memory import plan_for_models
+
+    if "max_kv_tokens" not in option_names(opts.method):
+        return None, method_settings
+    plan = plan_for_models(memory_budget(opts), target, draft, method_settings.get("prefix_cache_mb", 1024))
+    bounded = {"prefix_cache_mb": plan.prefix_cache_mb, "max_kv_tokens": plan.max_kv_tokens} | method_settings
+    return plan.record(), bounded
+
+
 def problem_extra(task_name: str, seed: int, task, executor, formatter, result) -> dict:
     """The record's task-specific extras, computed where the executor is: the task's judge of the
     answer (if it has one), the answers voted on."""
@@ -299,7 +329,7 @@ def print_summary(out: Path) -> None:
 
 def print_run_totals(
     out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, dtype: str, work: dict | None = None,
-    packed_layers: int = 0, data_file: dict | None = None, extra_totals: dict | None = None,
+    packed_layers: int = 0, data_file: dict | None = None, extra_totals: dict | None = None, memory: dict | None = None,
 ) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare);
@@ -314,12 +344,14 @@ def print_run_totals(
         "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
+        **({"memory": memory} if memory else {}),
         **({"data_file": data_file} if data_file else {}),
         **({"session_work": work} if work else {}),
         **(extra_totals or {}),
     }
     click.echo(f"speed: {totals['tokens_per_second']} tokens/s over the run ({tokens} tokens, {todo_done} problems "
-               f"in {seconds:.1f} s of wall time), peak RSS {totals['peak_rss_mib']} MiB")
+               f"in {seconds:.1f} s of wall time), peak RSS {totals['peak_rss_mib']} MiB"
+               + (f" of a {memory['budget_bytes'] // 2**20} MiB budget" if memory else ""))
     append_json_lines(out / "runs.jsonl", [totals])
 
 
@@ -390,6 +422,8 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
         opts = replace(opts, concurrency=default_concurrency(opts.method))
     _check_numbers(opts)
     method_settings = executor_options(opts)
+    if opts.method not in ENGINE_METHODS:
+        check_memory_before_loading(opts)
     task = get_task(task_name)
     opts = with_task_defaults(opts, task)
     search_cls = search_class(opts.search)
@@ -458,6 +492,7 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     opts, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, opts)
     if nothing_left(todo, out):
         return
+    memory = None
     if opts.method in ENGINE_METHODS:
         engine = open_engine(opts)
         executor, tokenizer, models, packed_layers = engine.executor, engine.tokenizer, engine.models, 0
@@ -465,10 +500,12 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
                         **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
     else:
         target, draft = executor_spec(opts, method_settings).load_models()
+        memory, method_settings = within_memory_budget(opts, target, draft, method_settings)
         executor = make_executor(opts.method, target, draft, **method_settings)
         tokenizer, packed_layers = target.tokenizer, target.packed_layers
         models = model_names(target, draft)
         extra_config = trace_settings(opts.method, target, method_settings)
+        extra_config["memory"] = memory
     dtype = extra_config["dtype"]  # what --dtype auto resolved to on this machine
     formatter = PromptFormatter(tokenizer)
     if opts.value_mode == "logits":
@@ -504,6 +541,6 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
                      work=work.as_dict() if work is not None else None, packed_layers=packed_layers,
-                     data_file=data_file)
+                     data_file=data_file, memory=memory)
     if interrupted:
         sys.exit(130)

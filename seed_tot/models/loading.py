@@ -150,6 +150,19 @@ def _locate(name: str, cache_dir: str | None) -> tuple[str, str | None]:
     return name, None
 
 
+def local_model_dir(name: str, cache_dir: str | None = None) -> Path | None:
+    """The folder of a cached default model or of a saved transformers model; None for the tiny
+    models, GGUF files, hub ids and models not yet pulled."""
+    if name in TINY_ALIASES or name.endswith(".gguf"):
+        return None
+    try:
+        source, gguf_file = _locate(name, cache_dir)
+    except ModelNotFoundError:
+        return None
+    path = Path(source)
+    return path if gguf_file is None and (path / "config.json").is_file() else None
+
+
 def load_model(
     name: str,
     dtype: str | torch.dtype = "auto",

@@ -68,7 +68,7 @@ NEEDS_DRAFT = {"sd", "mcsd", "batched-sd", "batched-mcsd", "seed", "seed-mcsd"}
 # cost, which falls as rows are added: with lookup's acceptance, k=2 up to 4 rows, k=1 up to 8,
 # none beyond (measured: docs/many_problems.md#what-a-wide-forward-costs).
 LOOKUP_DRAFT_SLOT_BUDGET = 8
-BATCHED_OPTIONS = {"share_prefix", "compact_slack", "prefix_cache_mb"}
+BATCHED_OPTIONS = {"share_prefix", "compact_slack", "prefix_cache_mb", "max_kv_tokens"}
 BATCHED_SD_OPTIONS = BATCHED_OPTIONS | {"k", "k_config", "adaptive_k", "max_k"}
 BATCHED_LOOKUP_OPTIONS = BATCHED_OPTIONS | {"k", "adaptive_k", "max_k", "max_ngram", "min_ngram", "draft_slot_budget"}
 BITA_OPTIONS = {"checkpoint", "candidates", "depth"}

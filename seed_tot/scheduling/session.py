@@ -62,7 +62,8 @@ class DecodeSession(ABC, Generic[Row]):
 
     can_score = False
 
-    def __init__(self, work: SessionWork | None = None, target=None) -> None:
+    def __init__(self, work: SessionWork | None = None, target=None, max_kv_tokens: int | None = None) -> None:
+        self.max_kv_tokens = max_kv_tokens  # tokens the rows may hold at once (None: no bound)
         self.work = work if work is not None else SessionWork()
         self._counted = target  # the ModelRunner whose token slots `work` counts (None: none)
         self.active: list[Row] = []  # rows in batch order
@@ -96,7 +97,7 @@ class DecodeSession(ABC, Generic[Row]):
     def step(self) -> list[tuple[int, GenerationResult]]:
         """Let queued requests join, run one decode step; (ticket, result) of each row that ended."""
         if self._queued:
-            queued, self._queued = self._queued, []
+            queued, self._queued = admitted(self._queued, self.active, self.max_kv_tokens)
             self.joins_while_busy += bool(self.active)
             with self._measured(self.work.join):
                 self._join(queued)
@@ -129,6 +130,27 @@ class DecodeSession(ABC, Generic[Row]):
     @abstractmethod
     def _step(self) -> list[tuple[int, GenerationResult]]:
         """One decode step of every active row; drop and return the rows that ended."""
+
+
+def held_tokens(request: GenerationRequest) -> int:
+    """The most KV tokens a request's row can hold: its prompt and every token it may generate
+    (a scoring request only reads its prompt)."""
+    new = 0 if request.score_tokens is not None else request.config.max_new_tokens
+    return len(request.prompt_ids) + new
+
+
+def admitted(queued: list, active: list, max_kv_tokens: int | None) -> tuple[list, list]:
+    """(the queued requests that join now, those that wait): in queue order, while the rows' KV
+    stays within `max_kv_tokens`; an empty batch always takes its first request, so a request
+    larger than the budget still runs, alone."""
+    if max_kv_tokens is None:
+        return queued, []
+    held = sum(held_tokens(row.request) for row in active)
+    for count, (_, request) in enumerate(queued):
+        held += held_tokens(request)
+        if held > max_kv_tokens and (count or active):
+            return queued[:count], queued[count:]
+    return queued, []
 
 
 def drain(session: DecodeSession, requests: list[GenerationRequest]) -> list[GenerationResult]:

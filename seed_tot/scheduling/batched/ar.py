@@ -28,9 +28,11 @@ class BatchedARExecutor:
     """Autoregressive decoding of all requests in one batch (one target forward per token)."""
 
     def __init__(
-        self, target: ModelRunner, share_prefix: bool = True, compact_slack: int = 32, prefix_cache_mb: float = 1024
+        self, target: ModelRunner, share_prefix: bool = True, compact_slack: int = 32, prefix_cache_mb: float = 1024,
+        max_kv_tokens: int | None = None,
     ):
         self.target = target
+        self.max_kv_tokens = max_kv_tokens  # rows' KV tokens held at once (a memory budget); None: no bound
         self.share_prefix = share_prefix
         self.prefix_cache = make_prefix_cache(prefix_cache_mb)
         self.compact_slack = compact_slack
@@ -53,7 +55,7 @@ class _ARSession(DecodeSession[Row]):
     """Batched AR: each step draws every row's next token, then ONE target forward for all rows."""
 
     def __init__(self, executor: BatchedARExecutor):
-        super().__init__(executor.work, executor.target)
+        super().__init__(executor.work, executor.target, executor.max_kv_tokens)
         self.executor = executor
         self.batch: RaggedBatchCache | None = None
 

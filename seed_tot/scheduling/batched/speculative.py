@@ -69,6 +69,7 @@ class BatchedSpeculativeExecutor:
         min_ngram: int = 1,
         prefix_cache_mb: float = 1024,
         draft_slot_budget: int | None = None,
+        max_kv_tokens: int | None = None,
     ):
         from seed_tot.models.loading import check_pair
 
@@ -99,6 +100,7 @@ class BatchedSpeculativeExecutor:
         self.prefix_cache = make_prefix_cache(prefix_cache_mb)
         self.draft_prefix_cache = make_prefix_cache(prefix_cache_mb) if self.draft is not None else None
         self.compact_slack = compact_slack
+        self.max_kv_tokens = max_kv_tokens  # rows' KV tokens held at once (a memory budget); None: no bound
         self.name = name
         self.last_timing: dict[str, float] = {}
         self.work = SessionWork()
@@ -201,7 +203,7 @@ class _SpeculativeSession(DecodeSession[Row]):
     forward and keeps what each row accepted."""
 
     def __init__(self, executor: BatchedSpeculativeExecutor):
-        super().__init__(executor.work, executor.target)
+        super().__init__(executor.work, executor.target, executor.max_kv_tokens)
         self.executor = executor
         self.target_batch: RaggedBatchCache | None = None
         self.draft_batch: RaggedBatchCache | None = None

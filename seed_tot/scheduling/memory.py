@@ -1,0 +1,157 @@
+"""A run's memory budget (`--max-memory`): what the models' weights take, what is left for the KV
+of the rows in flight and for the prefix cache, and the one-sentence refusal of a run that cannot
+fit even one row at a time.
+
+The batched executors hold every row's KV until the row ends, so the budget bounds the tokens they
+hold at once (`max_kv_tokens`: each row counts its prompt plus the most tokens it may generate);
+requests beyond it wait in the queue until rows end. The prefix cache gets a share of what the
+weights leave, and a reserve covers the interpreter, the libraries and one forward's activations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from seed_tot.errors import ConfigError
+
+GIB = 2**30
+MIB = 2**20
+RUNTIME_RESERVE = 1 * GIB  # interpreter + torch + tokenizer + one wide forward's activations (measured ~0.7-0.9 GiB)
+PREFIX_CACHE_SHARE = 0.2  # at most this share of what the weights leave goes to the prefix cache
+KV_SHARE = 0.8  # of the rest, the rows' KV; the remainder absorbs the forward's transient tensors
+ONE_ROW_TOKENS = 2048  # a row the run must be able to hold: a long prompt and its chain of thought
+DEFAULT_SHARE_OF_RAM = 0.5
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "F32": 4, "F16": 2, "BF16": 2}
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'8G', '8GiB', '512M', '12.5g' -> bytes (binary units; a bare number is GiB)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ConfigError(f"Bad --max-memory {text!r}: give a size such as 8G, 12.5GiB or 6000M.")
+    number, unit = float(match.group(1)), (match.group(2) or "g").lower()
+    size = int(number * {"k": 2**10, "m": MIB, "g": GIB, "t": 2**40}[unit])
+    if size <= 0:
+        raise ConfigError(f"Bad --max-memory {text!r}: give a positive size such as 8G.")
+    return size
+
+
+def machine_ram_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def default_budget() -> int:
+    """Half of the machine's RAM: room for the user's browser and editor beside the run."""
+    return int(machine_ram_bytes() * DEFAULT_SHARE_OF_RAM)
+
+
+def gib(size: int) -> str:
+    return f"{size / GIB:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    budget_bytes: int
+    weights_bytes: int
+    kv_bytes_per_token: int
+    prefix_cache_mb: float
+    max_kv_tokens: int
+
+    def record(self) -> dict:
+        """What the trace and the run totals record."""
+        return {**asdict(self), "runtime_reserve_bytes": RUNTIME_RESERVE}
+
+
+def plan_memory(budget: int, weights_bytes: int, kv_bytes_per_token: int, wanted_prefix_cache_mb: float) -> MemoryPlan:
+    """Split `budget` between the weights, the prefix cache and the rows' KV; refuse one sentence
+    when not even one row fits beside the weights."""
+    free = budget - RUNTIME_RESERVE - weights_bytes
+    one_row = ONE_ROW_TOKENS * kv_bytes_per_token
+    if free < one_row / KV_SHARE:
+        least = RUNTIME_RESERVE + weights_bytes + one_row / KV_SHARE
+        raise ConfigError(f"--max-memory {gib(budget)} cannot hold this run even one row at a time (weights "
+                          f"{gib(weights_bytes)}, runtime ~{gib(RUNTIME_RESERVE)}): give --max-memory of at least "
+                          f"{gib(int(least) + GIB // 10)}, or a smaller --dtype or model.")
+    prefix_bytes = min(wanted_prefix_cache_mb * MIB, PREFIX_CACHE_SHARE * free)
+    max_kv_tokens = int((free - prefix_bytes) * KV_SHARE // kv_bytes_per_token)
+    return MemoryPlan(budget, weights_bytes, kv_bytes_per_token, round(prefix_bytes / MIB, 1), max_kv_tokens)
+
+
+def kv_bytes_per_token(config: dict, dtype_bytes: int) -> int:
+    """Keys and values of one token over every layer, from a transformers config (as a dict)."""
+    heads = config.get("num_attention_heads") or 1
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    kv_heads = config.get("num_key_value_heads") or heads
+    return 2 * config["num_hidden_layers"] * kv_heads * head_dim * dtype_bytes
+
+
+def model_weight_bytes(model) -> int:
+    """What a loaded model's parameters and buffers take in memory."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    seen, total = set(), 0
+    for tensor in tensors:  # tied weights (embeddings = lm_head) count once
+        key = tensor.data_ptr()
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel() * tensor.element_size()
+    return total
+
+
+def stored_weight_bytes(model_dir: Path, dtype_bytes: int) -> int | None:
+    """The weights of a saved transformers model once loaded at `dtype_bytes` per value, read from
+    the safetensors headers (no tensor is loaded; an output head tied to the embeddings counts
+    once); None when the folder holds no safetensors."""
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        return None
+    tied = bool((saved_config(model_dir) or {}).get("tie_word_embeddings"))
+    values = 0
+    for path in files:
+        with path.open("rb") as handle:
+            (length,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(length))
+        for name, entry in header.items():
+            if name != "__metadata__" and not (tied and name == "lm_head.weight"):
+                count = 1
+                for dim in entry["shape"]:
+                    count *= dim
+                values += count
+    return values * dtype_bytes
+
+
+def saved_config(model_dir: Path) -> dict | None:
+    path = Path(model_dir) / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def check_before_loading(budget: int, model_name: str, dtype_bytes: int) -> None:
+    """Refuse, before a model loads, a budget that cannot hold its weights and one row (a model
+    whose files say nothing of its size is checked after loading instead)."""
+    from seed_tot.models.loading import local_model_dir
+
+    model_dir = local_model_dir(model_name)
+    config = saved_config(model_dir) if model_dir is not None else None
+    weights = stored_weight_bytes(model_dir, dtype_bytes) if model_dir is not None else None
+    if config is not None and weights is not None:
+        plan_memory(budget, weights, kv_bytes_per_token(config, dtype_bytes), 0)
+
+
+def plan_for_models(budget: int, target, draft, wanted_prefix_cache_mb: float) -> MemoryPlan:
+    """The plan for loaded models: both models' weights and KV; a draft keeps its own prefix cache,
+    so each cache gets half of the prefix share."""
+    runners = [target] + ([draft] if draft is not None else [])
+    weights = sum(model_weight_bytes(r.model) for r in runners)
+    per_token = sum(kv_bytes_per_token(r.model.config.to_dict(), DTYPE_BYTES[str(r.dtype).removeprefix("torch.")])
+                    for r in runners)
+    plan = plan_memory(budget, weights, per_token, wanted_prefix_cache_mb * len(runners))
+    if draft is None:
+        return plan
+    return MemoryPlan(plan.budget_bytes, plan.weights_bytes, plan.kv_bytes_per_token,
+                      round(plan.prefix_cache_mb / 2, 1), plan.max_kv_tokens)

@@ -1,0 +1,91 @@
+"""The memory budget: sizes, the plan, the refusal before loading, and the admission bound of the
+batched sessions (rows wait; outputs unchanged)."""
+
+from __future__ import annotations
+
+import pytest
+
+from seed_tot.config import DecodeConfig
+from seed_tot.errors import ConfigError
+from seed_tot.requests import GenerationRequest
+from seed_tot.scheduling.factory import make_executor
+from seed_tot.scheduling.memory import (
+    GIB, MIB, RUNTIME_RESERVE, check_before_loading, kv_bytes_per_token, model_weight_bytes, parse_size, plan_memory,
+    stored_weight_bytes,
+)
+from seed_tot.scheduling.session import admitted, drain, held_tokens
+
+
+@pytest.mark.parametrize("text, size", [("8G", 8 * GIB), ("8GiB", 8 * GIB), ("512M", 512 * MIB), ("1.5g", int(1.5 * GIB)),
+                                        ("2", 2 * GIB), ("100 MiB", 100 * MIB)])
+def test_sizes_read_in_binary_units(text, size):
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "eight", "4x", "0", "-1G"])
+def test_a_bad_size_is_refused_in_one_sentence(text):
+    with pytest.raises(ConfigError, match="give a"):
+        parse_size(text)
+
+
+def test_the_plan_splits_what_the_weights_leave():
+    plan = plan_memory(10 * GIB, 3 * GIB, 28 * 1024, 1024)
+    free = 10 * GIB - RUNTIME_RESERVE - 3 * GIB
+    assert plan.prefix_cache_mb == 1024  # the wanted cache fits in its share
+    assert plan.max_kv_tokens == int((free - 1024 * MIB) * 0.8 // (28 * 1024))
+    small = plan_memory(6 * GIB, 3 * GIB, 28 * 1024, 1024)
+    assert small.prefix_cache_mb < 1024 and small.max_kv_tokens < plan.max_kv_tokens
+
+
+def test_a_budget_below_the_weights_and_one_row_is_refused_with_the_least_that_fits():
+    with pytest.raises(ConfigError, match=r"cannot hold this run even one row.*at least 4\.\d GiB"):
+        plan_memory(3 * GIB, 3 * GIB, 28 * 1024, 1024)
+
+
+def test_kv_per_token_from_a_config():
+    config = {"num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "hidden_size": 1536}
+    assert kv_bytes_per_token(config, 2) == 2 * 28 * 2 * 128 * 2
+
+
+def test_a_saved_model_is_sized_from_its_file_headers_and_refused_before_loading(tiny_pair, tmp_path):
+    _, target = tiny_pair
+    target.model.save_pretrained(tmp_path)
+    loaded = model_weight_bytes(target.model)
+    assert stored_weight_bytes(tmp_path, 4) == pytest.approx(loaded, rel=0.01)
+    with pytest.raises(ConfigError, match="cannot hold this run"):
+        check_before_loading(RUNTIME_RESERVE, str(tmp_path), 4)
+    check_before_loading(2 * GIB, str(tmp_path), 4)  # fits: no error
+
+
+def _requests(prompts: list[list[int]], new_tokens: int, temperature: float) -> list[GenerationRequest]:
+    config = DecodeConfig(max_new_tokens=new_tokens, temperature=temperature)
+    return [GenerationRequest(prompt_ids=p, config=config, seed=11 + i) for i, p in enumerate(prompts)]
+
+
+def test_admission_keeps_queue_order_within_the_budget_and_always_starts_an_empty_batch():
+    queued = list(enumerate(_requests([[1] * 10, [2] * 10, [3] * 10], 10, 0.0)))
+    assert held_tokens(queued[0][1]) == 20
+    now, later = admitted(queued, [], 45)
+    assert [t for t, _ in now] == [0, 1] and [t for t, _ in later] == [2]
+    now, later = admitted(queued, [], 5)  # larger than the budget: runs alone
+    assert len(now) == 1 and len(later) == 2
+    assert admitted(queued, [], None) == (queued, [])
+
+
+@pytest.mark.parametrize("method", ["batched-lookup", "batched"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_bounded_batch_holds_at_most_its_budget_and_decodes_the_same_tokens(tiny_pair, method, temperature):
+    _, target = tiny_pair
+    prompts = [[5 + i, 17, 33 + i, 8] * (2 + i % 3) for i in range(6)]
+    requests = _requests(prompts, 24, temperature)
+    free = drain(make_executor(method, target).session(), requests)
+    budget = 2 * max(held_tokens(r) for r in requests)
+    session = make_executor(method, target, max_kv_tokens=budget).session()
+    tickets = session.add(requests)
+    found, widest = {}, 0
+    while session.busy:
+        found.update(session.step())
+        widest = max(widest, len(session.active))
+        assert sum(held_tokens(row.request) for row in session.active) <= budget
+    assert 1 <= widest <= 2
+    assert [found[t].token_ids for t in tickets] == [r.token_ids for r in free]
