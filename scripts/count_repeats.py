@@ -45,7 +45,7 @@ def replay(task, problem: Problem, recorded: ReasoningTree) -> dict[str, int]:
             counts["loop" if on_path else "merge"] += 1
             counts["evaluator_tokens_on_repeats"] += node.evaluation.new_tokens if node.evaluation else 0
         counts["evaluator_tokens"] += node.evaluation.new_tokens if node.evaluation else 0
-        if getattr(task, "reaches_goal", None) and "rejected" not in node.info and task.reaches_goal(problem, node.state):
+        if task.reaches_goal is not None and "rejected" not in node.info and task.reaches_goal(problem, node.state):
             counts["goal_nodes"] += 1
     return counts
 

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
-from tasks.base import DATA_DIR, Problem, load_template, row_id
+from tasks.base import DATA_DIR, Problem, Task, load_template, row_id
 from tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
 from tasks.jsonl import read_jsonl
 from tasks.pddl import (
@@ -59,7 +59,7 @@ def parse_good_bad(text: str) -> float | None:
     return 1.0 if verdict == "good" else 0.0
 
 
-class BlocksworldTask:
+class BlocksworldTask(Task):
     """Blocksworld as in SEED (Appendix D), depth 7 (the step-6 set has 6-step optimal plans).
 
     A thought is the next action, generated after demonstrations (prompts/blocksworld/) from

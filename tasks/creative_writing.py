@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
-from tasks.base import DATA_DIR, Problem, load_template, row_id
+from tasks.base import DATA_DIR, Problem, Task, load_template, row_id
 from tasks.values import parse_rating
 
 DEFAULT_PATH = DATA_DIR / "creative_writing" / "data_100_random_text.txt"
@@ -111,7 +111,7 @@ def passage_of(text: str) -> str | None:
     return _after_header(text, _PASSAGE_HEADER)
 
 
-class CreativeWritingTask:
+class CreativeWritingTask(Task):
     """ToT Creative Writing as in SEED (Appendix D), depth 2.
 
     Step 0 writes a plan, step 1 the passage following the plan. The state is "Plan:\\n..." and

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from seed_tot.errors import SeedTotError
 from tasks.arithmetic import wrong_equations
-from tasks.base import DATA_DIR, Problem, load_template, row_id
+from tasks.base import DATA_DIR, Problem, Task, load_template, row_id
 from tasks.jsonl import read_jsonl
 from tasks.values import parse_verdict
 
@@ -103,7 +103,7 @@ def first_step(thought: str) -> str:
     return thought.strip()
 
 
-class Gsm8kTask:
+class Gsm8kTask(Task):
     """GSM8K with ToT-BFS as in SEED (Appendix D).
 
     A thought is one "Sub-question: ... / Sub-answer: ..." step; a state is the steps so far. As in

@@ -8,13 +8,15 @@ from search_helpers import FORMATTER, TOKENIZER, make_task
 
 from seed_tot.cli.task_run import problem_extra
 from seed_tot.reasoning.judge import JUDGE_DECODE, judge_answer
+from seed_tot.reasoning.simple_task import SimpleTask
 from tasks.creative_writing import CreativeWritingTask
 
 
-class RhymeTask:
+class RhymeTask(SimpleTask):
     """Not a bundled task: a hook is all it takes to be judged."""
 
-    name = "rhymes"
+    def __init__(self) -> None:
+        super().__init__(thought_template="", value_template="", name="rhymes")
 
     def judge_prompt(self, answer: str) -> str:
         return f"JUDGE does '{answer}' rhyme?"

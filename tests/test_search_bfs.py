@@ -130,7 +130,7 @@ def test_bfs_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
     result = BFS(task, executor, PromptFormatter(target.tokenizer), tiny_config(BFSConfig, breadth=2)).run(problem)
     cot = [n for n in result.tree.nodes() if n.info.get("cot")]
     samples = [n for n in result.tree.nodes() if n.info.get("cot_sample")]
-    assert (len(cot), len(samples)) == ((1, 4) if hasattr(task, "cot_prompt") else (0, 0))  # default: 4 samples
+    assert (len(cot), len(samples)) == ((1, 4) if task.cot_prompt is not None else (0, 0))  # default: 4 samples
     rated = [n for n in result.tree.nodes() if n.kind != "root" and not is_chain_of_thought(n)]
     assert rated and all(n.value is not None for n in rated)
     thought_sizes = [b.size for b in result.batches if b.role == "thought"]

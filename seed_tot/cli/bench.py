@@ -59,7 +59,7 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
     settings_by_method = row_settings(rows, [parse_method_option(item) for item in method_options])
     task_objs = [get_task(name.strip()) for name in tasks.split(",") if name.strip()]
     for task in task_objs:
-        if depth is not None and hasattr(task, "depth"):
+        if depth is not None and task.depth is not None:
             task.depth = depth  # GSM8K asks its closing question on the last level
     if limit < 1 or n_thoughts < 1 or max_new_tokens < 1:
         raise ConfigError("--limit, --thoughts and --max-new-tokens must be at least 1.")

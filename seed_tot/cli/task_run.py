@@ -134,7 +134,7 @@ DEFAULT_THOUGHT_TOKENS = 256
 
 def search_settings(opts: TaskRunOptions, task=None) -> dict:
     """The search config's settings from the options (`task` supplies the default thought budget)."""
-    thought_tokens = opts.max_new_tokens or getattr(task, "thought_tokens", DEFAULT_THOUGHT_TOKENS)
+    thought_tokens = opts.max_new_tokens or (task.thought_tokens if task is not None else DEFAULT_THOUGHT_TOKENS)
     settings = {
         "n_thoughts": opts.n_thoughts,
         "depth": opts.depth,
@@ -391,14 +391,14 @@ def with_task_defaults(opts: TaskRunOptions, task) -> TaskRunOptions:
     from seed_tot.scheduling.factory import can_score
 
     scores = can_score(opts.method)
-    search = getattr(task, "default_search", "bfs")
+    search = task.default_search
     if not scores:
-        search = getattr(task, "default_search_unscored", search)
+        search = task.default_search_unscored or search
     return replace(
         opts,
         search=opts.search or search,
-        thought_mode=opts.thought_mode or (getattr(task, "default_thought_mode", "sample") if scores else "sample"),
-        value_mode=opts.value_mode or (getattr(task, "default_value_mode", "samples") if scores else "samples"),
+        thought_mode=opts.thought_mode or (task.default_thought_mode if scores else "sample"),
+        value_mode=opts.value_mode or (task.default_value_mode if scores else "samples"),
     )
 
 
@@ -428,7 +428,7 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
     opts = with_task_defaults(opts, task)
     search_cls = search_class(opts.search)
     if opts.value_mode == "logits":
-        if not getattr(task, "verdict_values", None):
+        if not task.verdict_values:
             raise ConfigError(f"Task {task_name} has no verdict words to read from logits: use --value-mode samples.")
         if not can_score(opts.method):
             raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --value-mode "
@@ -447,7 +447,7 @@ def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
     except ValueError as exc:
         raise ConfigError(f"Bad search settings: {str(exc).splitlines()[-1]}.") from None
     search_cls.check(task, search_config)
-    if opts.depth is not None and hasattr(task, "depth"):
+    if opts.depth is not None and task.depth is not None:
         task.depth = opts.depth  # GSM8K asks its closing question on the last level
     ids = tuple(i.strip() for i in opts.ids.split(",") if i.strip()) if opts.ids else ()
     problems = select_problems(task.load(opts.data_path), opts.start, opts.limit, ids)

@@ -39,7 +39,7 @@ def parse_layers(text: str | None, layer_count: int) -> tuple[int, ...]:
 
 def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
     """The first `count` problems of the task's training split (or of `data`), never a test problem."""
-    path = data or getattr(task, "train_data_path", None)
+    path = data or task.train_data_path
     if path is None:
         raise ConfigError(f"Task {task.name!r} bundles no training split: give one with --data.")
     problems = task.load(path)
@@ -134,7 +134,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     from tasks import get_task
 
     task = get_task(task_name)
-    if getattr(task, "cot_prompt", None) is None:
+    if task.cot_prompt is None:
         raise ConfigError(f"Task {task_name!r} has no chain-of-thought prompt, so it has no rollouts to learn from.")
     problems, data_path = training_problems(task, data, count)
     target = load_model(target_name, dtype=dtype)

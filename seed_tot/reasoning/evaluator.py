@@ -80,13 +80,13 @@ class VerdictTokens:
 
 def verdict_tokens(task: Task, formatter: PromptFormatter) -> VerdictTokens:
     """The task's verdict words (`verdict_values`, after `verdict_prefix`) as first-token ids."""
-    values = getattr(task, "verdict_values", None)
+    values = task.verdict_values
     if not values:
         raise ConfigError(
             f"Task {task.name!r} names no verdict words (verdict_values), so its values cannot be read "
             "from logits: use --value-mode samples."
         )
-    prefix = getattr(task, "verdict_prefix", "") or ""
+    prefix = task.verdict_prefix or ""
     separator = " " if prefix and not prefix[-1].isspace() else ""
     context = formatter.reply_context("?", prefix)
     base = formatter.encode_text(context)
@@ -135,8 +135,7 @@ def rejection(task: Task, problem: Problem, node: ThoughtNode) -> str | None:
         return node.info["rejected"]
     if node.info.get("finish_reason") == "length":
         return "truncated: the thought hit the token budget"
-    check = getattr(task, "check_step", None)
-    return check(problem, node.state) if check is not None else None
+    return task.check_step(problem, node.state)
 
 
 class StateEvaluator:
@@ -151,7 +150,7 @@ class StateEvaluator:
                               "load one with seed_tot.values.judge.LearnedJudge.load(target, path).")
         self.task = task
         self.formatter = formatter
-        self.decode = decode.with_stop(getattr(task, "value_stop", ()))  # end the reply at its verdict
+        self.decode = decode.with_stop(task.value_stop)  # end the reply at its verdict
         self.run_seed = run_seed
         self.mode = mode
         self.judge = judge if mode == "learned" else None
@@ -164,7 +163,7 @@ class StateEvaluator:
         message = self.task.value_prompt(problem, node.state, node.depth - 1)
         if self.verdicts is None:
             return self.formatter.encode(message)
-        return self.formatter.encode(message, reply_start=getattr(self.task, "verdict_prefix", "") or "")
+        return self.formatter.encode(message, reply_start=self.task.verdict_prefix or "")
 
     def requests(self, problem: Problem, nodes: list[ThoughtNode]) -> list[GenerationRequest]:
         """k requests per node that no rule rejects (the step is the parent's depth); none in learned

@@ -37,7 +37,7 @@ class ThoughtGenerator:
         self.formatter = formatter
         # A task's stop strings end a thought where its next step would begin (GSM8K: a new
         # "Sub-question"), so one thought is one step and does not run into the budget.
-        self.decode = decode.with_stop(getattr(task, "thought_stop", ()))
+        self.decode = decode.with_stop(task.thought_stop)
         self.n = n
         self.run_seed = run_seed
 

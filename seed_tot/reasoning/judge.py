@@ -12,7 +12,7 @@ JUDGE_DECODE = DecodeConfig(max_new_tokens=128, temperature=0.0)
 
 
 def has_judge(task: Task) -> bool:
-    return hasattr(task, "judge_prompt") and hasattr(task, "judge_record")
+    return task.judge_prompt is not None and task.judge_record is not None
 
 
 def judge_answer(task: Task, executor: Executor, formatter: PromptFormatter, answer: str, seed: int) -> dict:

@@ -39,7 +39,7 @@ Prefix = tuple[int, ...]
 
 def require_moves(task: Task) -> None:
     """Raise ConfigError when `task` cannot list its moves (thought mode "choose" needs next_moves)."""
-    if not hasattr(task, "next_moves"):
+    if task.next_moves is None:
         raise ConfigError(f"Task {task.name} cannot list its moves (next_moves): use --thought-mode sample.")
 
 

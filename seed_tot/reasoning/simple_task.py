@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from seed_tot.errors import SeedTotError
-from seed_tot.task import Problem
+from seed_tot.task import Problem, Task
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -36,7 +36,7 @@ def _normalize(answer: str) -> str:
 
 
 @dataclass
-class SimpleTask:
+class SimpleTask(Task):
     """A task from two templates with the placeholders {question}, {state} and {step}.
 
     The state is the thoughts so far, one per line. A state is terminal when `answer_pattern`

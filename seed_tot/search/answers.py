@@ -87,7 +87,7 @@ def select_answer(
     if chosen.info.get("goal") and keep(chosen):  # the task showed this plan solves the problem: no vote can beat it
         return Selection(search_answer, chosen_id, "goal", cot_answer=cot_answer, search_answer=search_answer,
                          search_node_id=chosen_id)
-    votable = vote and getattr(task, "votable", False)
+    votable = vote and task.votable
     candidates = [(a, node) for a, node in vote_candidates(task, problem, tree) if keep(node)] if votable else []
     if not candidates:
         return Selection(search_answer, chosen_id, "search", cot_answer=cot_answer, search_answer=search_answer,

@@ -127,6 +127,9 @@ class Search(ABC):
         judge=None,
     ):
         """`judge`: a seed_tot.values.judge.LearnedJudge, needed by value mode "learned"."""
+        if not isinstance(task, Task):
+            raise ConfigError(f"{type(task).__name__} is not a task: subclass seed_tot.Task (or build a "
+                              "seed_tot.SimpleTask) so the search finds every member it reads.")
         config = config if config is not None else self.config_class()
         if not isinstance(config, self.config_class):
             raise ConfigError(
@@ -173,7 +176,7 @@ class Search(ABC):
             depth_limit=cfg.depth if cfg.depth is not None else int(self.task.default_depth),
             known_states=cfg.known_states,
         )
-        cot_prompt = getattr(self.task, "cot_prompt", None)
+        cot_prompt = self.task.cot_prompt
         if cfg.cot_candidate and cot_prompt is not None:
             chosen_id, cot_results = yield from gather([self._search(run), self._cot(run, cot_prompt(problem))])
             chains = [add_cot_node(tree, self.task, problem, result, index, cfg.seed)
@@ -231,7 +234,7 @@ def thought_generator(
 
 def require_cot_prompt(task: Task, search_name: str) -> None:
     """Raise ConfigError when `task` has no chain-of-thought prompt for a search built on whole chains."""
-    if getattr(task, "cot_prompt", None) is None:
+    if task.cot_prompt is None:
         raise ConfigError(f"{search_name} needs a task with a chain-of-thought prompt; {task.name} has none: "
                           "use a tree search (bfs or mcts).")
 
@@ -255,7 +258,7 @@ def add_cot_node(
     """Chain of thought `index` (0 greedy, then the samples) as a child of the root, never expanded
     or rated: the greedy one is marked info["cot"] (ties go to it), a sample info["cot_sample"]."""
     text = result.text.strip()
-    state = task.cot_state(text) if hasattr(task, "cot_state") else text
+    state = task.cot_state(text)
     node = tree.add_child(tree.root.id, thought=text, state=state, kind="answer", generation=result.stats)
     if index == 0:
         node.info["cot"] = True

@@ -35,7 +35,7 @@ def _key(task: Task, problem: Problem, node: ThoughtNode) -> Hashable | None:
 
 def mark_repeats(task: Task, problem: Problem, tree: ReasoningTree, children: list[ThoughtNode]) -> None:
     """Reject each child that repeats a state on its path or elsewhere in the tree (see the module)."""
-    if not hasattr(task, "state_key"):
+    if task.state_key is None:
         return
     new = {child.id for child in children}
     first: dict[Hashable, int] = {}  # key -> the earliest node of the tree (before these children) with it
@@ -61,12 +61,11 @@ def mark_repeats(task: Task, problem: Problem, tree: ReasoningTree, children: li
 
 def first_goal(task: Task, problem: Problem, children: list[ThoughtNode]) -> int | None:
     """Mark the children the task shows at the goal; the id of the first, or None."""
-    reaches_goal = getattr(task, "reaches_goal", None)
-    if reaches_goal is None:
+    if task.reaches_goal is None:
         return None
     solved = None
     for child in children:
-        if "rejected" not in child.info and reaches_goal(problem, child.state):
+        if "rejected" not in child.info and task.reaches_goal(problem, child.state):
             child.info["goal"] = True
             solved = child.id if solved is None else solved
     return solved

@@ -49,7 +49,7 @@ class LearnedJudge:
 
     def values(self, task: Task, problem: Problem, states: list[str]) -> list[float]:
         """P(correct) of each state of `problem` (a state with no text gets the head's value of the prompt alone)."""
-        cot_prompt = getattr(task, "cot_prompt", None)
+        cot_prompt = task.cot_prompt
         if cot_prompt is None:
             raise ConfigError(f"Task {task.name!r} has no chain-of-thought prompt, which a learned judge reads "
                               "states against: use --value-mode logits or samples.")
