@@ -89,3 +89,20 @@ def test_a_bounded_batch_holds_at_most_its_budget_and_decodes_the_same_tokens(ti
         assert sum(held_tokens(row.request) for row in session.active) <= budget
     assert 1 <= widest <= 2
     assert [found[t].token_ids for t in tickets] == [r.token_ids for r in free]
+
+
+def test_a_streamed_cast_loads_the_same_weights_as_transformers(tiny_pair, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from seed_tot.models.streamed_cast import load_streamed, needs_streamed_cast
+
+    _, target = tiny_pair
+    target.model.save_pretrained(tmp_path)
+    assert needs_streamed_cast(tmp_path, torch.bfloat16) and not needs_streamed_cast(tmp_path, torch.float32)
+    streamed = load_streamed(str(tmp_path), torch.bfloat16)
+    reference = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    ours, theirs = streamed.state_dict(), reference.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    ids = torch.tensor([[3, 14, 15, 92, 65]])
+    assert torch.equal(streamed(ids).logits, reference(ids).logits)

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
 from seed_tot.errors import ModelNotFoundError, SeedTotError, TokenizerMismatchError
+from seed_tot.models.streamed_cast import load_streamed, needs_streamed_cast
 from seed_tot.models.registry import ALIASES, cache_root, cached_model_dir, is_cached
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime.packed_linear import pack_linear_layers, packing_works
@@ -120,6 +121,8 @@ def _load_pretrained(source: str, dtype: torch.dtype, gguf_file: str | None = No
         kwargs["quantization_config"] = GgufConfig(dequantize=True)
     tok_kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
+    if not gguf_file and Path(source).is_dir() and needs_streamed_cast(Path(source), dtype):
+        return load_streamed(source, dtype, attn), tokenizer  # a third of transformers' peak memory
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     return model, tokenizer
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -111,14 +110,13 @@ def stored_weight_bytes(model_dir: Path, dtype_bytes: int) -> int | None:
     files = sorted(Path(model_dir).glob("*.safetensors"))
     if not files:
         return None
+    from seed_tot.models.streamed_cast import safetensors_header
+
     tied = bool((saved_config(model_dir) or {}).get("tie_word_embeddings"))
     values = 0
     for path in files:
-        with path.open("rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(length))
-        for name, entry in header.items():
-            if name != "__metadata__" and not (tied and name == "lm_head.weight"):
+        for name, entry in safetensors_header(path)[0].items():
+            if not (tied and name == "lm_head.weight"):
                 count = 1
                 for dim in entry["shape"]:
                     count *= dim
