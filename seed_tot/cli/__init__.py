@@ -52,6 +52,7 @@ _COMMAND_MODULES = [
     ("seed_tot.cli.report", "report"),
     ("seed_tot.cli.fastcot", "fastcot"),
     ("seed_tot.cli.serve", "serve"),
+    ("seed_tot.cli.api", "api"),
     ("seed_tot.cli.train", "train"),
 ]
 

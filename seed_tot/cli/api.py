@@ -1,0 +1,46 @@
+"""`seed-tot api`: an OpenAI-compatible endpoint that answers every request with a reasoning tree."""
+
+from __future__ import annotations
+
+import click
+
+from seed_tot.cli.options import decode_options, method_options, model_options, search_options
+
+
+def server_options(f):
+    for option in reversed([
+        click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface; then set --api-key)."),
+        click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on."),
+        click.option("--api-key", "api_key", envvar="SEED_TOT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' on every route but /health (also from $SEED_TOT_API_KEY)."),
+        click.option("--concurrency", type=int, default=None, help="Trees grown at once in the one shared batch (more requests wait in a queue). Default: 16 for the batched methods, 1 for the others."),
+        click.option("--batching", type=click.Choice(["continuous", "rounds"]), default="continuous", show_default=True, help="How the trees share a batched executor (as for the task commands)."),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False), default="runs/api", show_default=True, help="Folder for the traces (OUT/traces/<trace id>.json)."),
+        click.option("--shutdown-timeout", "shutdown_timeout", type=float, default=60.0, show_default=True, help="On Ctrl-C/SIGTERM: seconds the requests in flight may take to finish before their trees are cancelled."),
+    ]):
+        f = option(f)
+    return f
+
+
+@click.command("api")
+@server_options
+@model_options
+@method_options
+@search_options
+@decode_options
+def api(host: str, port: int, api_key: str | None, concurrency: int | None, batching: str, out_dir: str,
+        shutdown_timeout: float, **options) -> None:
+    """Serve an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions, streaming)
+    whose model ids name a task and a search, e.g. gsm8k/self-consistency, blocksworld/mcts. The
+    search and decoding options set each model's defaults; a request's temperature, top_p, max_tokens,
+    n and seed override them (docs/api_server.md)."""
+    from seed_tot.cli.task_run import TaskRunOptions
+    from seed_tot.openai_api.server import serve
+    from seed_tot.openai_api.service import ApiService
+
+    opts = TaskRunOptions(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
+                          resume=False, concurrency=concurrency, batching=batching)
+    click.echo("loading models ...", err=True)
+    service = ApiService(opts, out_dir)
+    click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.opts.method}, concurrency "
+               f"{service.opts.concurrency}); models: {', '.join(service.catalog)}", err=True)
+    serve(service, host=host, port=port, api_key=api_key, shutdown_timeout=shutdown_timeout)

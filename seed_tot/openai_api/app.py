@@ -1,0 +1,251 @@
+"""The HTTP routes (Starlette): /v1/models, /v1/chat/completions, /v1/completions, the traces.
+
+Each request becomes n jobs (one tree each) on the service's driver thread; their progress and
+results come back to this event loop through loop.call_soon_threadsafe. A client that goes away
+cancels its trees (checked while it waits, and whenever a stream chunk cannot be sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import secrets
+import time
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from seed_tot.errors import SeedTotError
+from seed_tot.openai_api.catalog import OptionError, request_config
+from seed_tot.openai_api.driver import DriverClosed
+from seed_tot.openai_api.problems import ProblemError, problem_from_text
+from seed_tot.openai_api.protocol import ApiError, ParsedRequest, chunk, parse_chat, parse_completion, reply, usage
+from seed_tot.openai_api.replies import choice_of
+from seed_tot.openai_api.service import ApiService, Finished
+
+POLL_SECONDS = 0.5  # how often a waiting request checks that its client is still there
+
+
+def _error(exc: ApiError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
+    """The ASGI app over `service`; with `api_key`, every route but /health needs `Bearer KEY`."""
+
+    async def models(request: Request) -> Response:
+        data = [{"id": model_id, "object": "model", "created": 0, "owned_by": "seed-tot",
+                 "seed_tot": {"task": entry.task_name, "search": entry.search_cls.name, "default": entry.default}}
+                for model_id, entry in service.catalog.items()]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def chat(request: Request) -> Response:
+        return await _complete(request, parse_chat)
+
+    async def completions(request: Request) -> Response:
+        return await _complete(request, parse_completion)
+
+    async def trace_json(request: Request) -> Response:
+        path = _trace_path(request.path_params["trace_id"])
+        return Response(path.read_bytes(), media_type="application/json")
+
+    async def trace_html(request: Request) -> Response:
+        from seed_tot.cli.trace import bundled_task
+        from seed_tot.observe.html_view import render_page, view_data
+
+        name = request.path_params["name"]
+        if not name.endswith(".html"):
+            raise ApiError(404, "Trace pages are /traces/<trace id>.html.", code="not_found")
+        path = _trace_path(name.removesuffix(".html"))
+        return HTMLResponse(render_page(view_data(path, bundled_task)))
+
+    async def health(request: Request) -> Response:
+        driver = service.driver
+        return JSONResponse({"status": "ok", "running": len(driver.running), "queued": driver.queued,
+                             "completed": driver.completed, "method": service.opts.method})
+
+    def _trace_path(trace_id: str):
+        try:
+            path = service.trace_file(trace_id)
+        except SeedTotError as exc:
+            raise ApiError(400, str(exc), param="trace_id") from None
+        if not path.is_file():
+            raise ApiError(404, f"No trace {trace_id!r}: trace ids come in the replies' seed_tot.trace_id.",
+                           code="not_found")
+        return path
+
+    async def _complete(request: Request, parse) -> Response:
+        try:
+            body = json.loads(await request.body() or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ApiError(400, "The request body is not valid JSON.") from None
+        req = parse(body)
+        entry = service.catalog.get(req.model)
+        if entry is None:
+            raise ApiError(404, f"The model {req.model!r} does not exist: GET /v1/models lists the ids "
+                           f"(<task>/<search>, e.g. {next(iter(service.catalog), 'gsm8k/bfs')}).",
+                           param="model", code="model_not_found")
+        from tasks import get_task
+
+        try:
+            problem = problem_from_text(get_task(entry.task_name), req.text)
+        except ProblemError as exc:
+            raise ApiError(400, str(exc), param="messages" if req.kind == "chat" else "prompt",
+                           code="invalid_problem") from None
+        seed = req.seed if req.seed is not None else secrets.randbits(31)
+        try:
+            configs = [request_config(entry, seed=seed + i, temperature=req.temperature, top_p=req.top_p,
+                                      max_tokens=req.max_tokens, extension=req.extension) for i in range(req.n)]
+        except OptionError as exc:
+            raise ApiError(400, str(exc), param=exc.param) from None
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+
+        def post(item) -> None:
+            try:
+                loop.call_soon_threadsafe(events.put_nowait, item)
+            except RuntimeError:  # the loop is gone (shutdown): nobody waits for this any more
+                pass
+
+        jobs = [service.new_job(entry, problem, config,
+                                on_done=lambda value, i=i: post(("done", i, value)),
+                                on_progress=lambda event, i=i: post(("progress", i, event)))
+                for i, config in enumerate(configs)]
+        try:
+            for job in jobs:
+                service.driver.submit(job)
+        except DriverClosed as exc:
+            for job in jobs:
+                service.driver.cancel(job)
+            raise ApiError(503, str(exc), type_="server_error", code="shutting_down") from None
+        reply_id = ("chatcmpl-" if req.kind == "chat" else "cmpl-") + jobs[0].job_id
+        created = int(time.time())
+        if req.stream:
+            return StreamingResponse(_stream(request, req, jobs, events, reply_id, created, seed),
+                                     media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        finished: dict[int, Finished] = {}
+        completed = False
+        try:
+            while len(finished) < len(jobs):
+                try:
+                    kind, index, value = await asyncio.wait_for(events.get(), POLL_SECONDS)
+                except (asyncio.TimeoutError, TimeoutError):
+                    if await request.is_disconnected():
+                        return Response(status_code=499)
+                    continue
+                if kind == "done":
+                    if isinstance(value, BaseException):
+                        raise _job_error(value)
+                    finished[index] = value
+            completed = True
+        finally:
+            if not completed:
+                for job in jobs:
+                    service.driver.cancel(job)
+        choices = [choice_of(finished[i], entry, seed + i) for i in range(len(jobs))]
+        return JSONResponse(reply(req, reply_id, created, choices, _summary(choices)))
+
+    async def _stream(request: Request, req: ParsedRequest, jobs, events, reply_id: str, created: int, seed: int):
+        completed = False
+        totals = [0, 0]
+        try:
+            for i in range(len(jobs)):
+                yield _sse(chunk(req, reply_id, created, i, role=True, content=""))
+            left = len(jobs)
+            while left:
+                try:
+                    kind, index, value = await asyncio.wait_for(events.get(), POLL_SECONDS)
+                except (asyncio.TimeoutError, TimeoutError):
+                    if await request.is_disconnected():
+                        return
+                    continue
+                if kind == "progress":
+                    yield _sse(chunk(req, reply_id, created, index, extension={"progress": value}))
+                    continue
+                left -= 1
+                if isinstance(value, BaseException):
+                    yield _sse(_job_error(value).body())
+                    continue
+                entry = service.catalog[req.model]
+                c = choice_of(value, entry, seed + index)
+                totals[0] += c["usage"]["prompt_tokens"]
+                totals[1] += c["usage"]["completion_tokens"]
+                yield _sse(chunk(req, reply_id, created, index, content=c["content"]))
+                yield _sse(chunk(req, reply_id, created, index, finish_reason=c["finish_reason"],
+                                 extension=c["seed_tot"]))
+            if req.include_usage:
+                yield _sse(chunk(req, reply_id, created, None, usage_=usage(*totals)))
+            yield "data: [DONE]\n\n"
+            completed = True
+        finally:
+            if not completed:
+                for job in jobs:
+                    service.driver.cancel(job)
+
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        return _error(exc)
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        kind = "not_found" if exc.status_code == 404 else "invalid_request_error"
+        return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}.", kind))
+
+    async def seed_tot_error(request: Request, exc: SeedTotError) -> Response:
+        return _error(ApiError(400, str(exc)))
+
+    routes = [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/traces/{trace_id}", trace_json, methods=["GET"]),
+        Route("/traces/{name}", trace_html, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error,
+                                                       SeedTotError: seed_tot_error})
+    if api_key:
+        app.add_middleware(_KeyCheck, api_key=api_key)
+    app.state.service = service
+    return app
+
+
+def _job_error(value: BaseException) -> ApiError:
+    if isinstance(value, DriverClosed):
+        return ApiError(503, str(value), type_="server_error", code="shutting_down")
+    if isinstance(value, SeedTotError):
+        return ApiError(400, str(value))
+    return ApiError(500, f"The search failed: {type(value).__name__}: {value}", type_="server_error")
+
+
+def _summary(choices: list[dict]) -> dict:
+    first = dict(choices[0]["seed_tot"])
+    first["trace_ids"] = [c["seed_tot"]["trace_id"] for c in choices]
+    return first
+
+
+def _sse(data: dict) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+class _KeyCheck:
+    """ASGI middleware: 401 unless `Authorization: Bearer <key>` (GET /health is open)."""
+
+    def __init__(self, app, api_key: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {api_key}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] != "/health":
+            given = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                error = ApiError(401, "Missing or wrong API key: send the header 'Authorization: Bearer <key>' "
+                                 "with the key the server was started with.", code="invalid_api_key")
+                await _error(error)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+__all__ = ["create_app"]

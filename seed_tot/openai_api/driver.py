@@ -1,0 +1,281 @@
+"""One thread owns the executor and grows every request's tree in one continuous batch.
+
+Requests arrive as `Job`s (a search built with the request's own seed, and its problem). The
+driver thread admits up to `concurrency` of them, runs each as a step generator
+(seed_tot/search/steps.py) and feeds every batch a search asks for into ONE continuous-batching
+session of the executor (as `seed-tot <task> --concurrency` does, seed_tot/search/driver.py), or,
+for an executor without sessions, merges the waiting batches round by round. A finished search is
+handed to `finish` (which writes its trace) and then to the job's `on_done`, on this thread:
+callers hop back to their own event loop themselves.
+
+A cancelled job (its client went away) is never advanced again: its waiting batches are not
+sent, and the results of its rows still decoding are dropped when they end. Other jobs go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from seed_tot.errors import SeedTotError
+from seed_tot.metrics import event_records
+from seed_tot.requests import ContinuousBatching, Executor, GenerationResult, SessionEvents
+from seed_tot.search.base import Search, SearchResult
+from seed_tot.search.steps import Batch, BatchOutcome, StepRunner, Task, execute, split
+from seed_tot.task import Problem
+
+log = logging.getLogger(__name__)
+
+
+class DriverClosed(SeedTotError):
+    """The server is shutting down and accepts no new request."""
+
+
+@dataclass(eq=False)
+class Job:
+    """One request's tree: its id (the trace id), search, problem and callbacks (driver thread)."""
+
+    job_id: str
+    search: Search
+    problem: Problem
+    on_done: Callable[[Any], None]  # called once with the finish() value or an exception
+    on_progress: Callable[[dict], None] = lambda event: None
+    cancelled: bool = False
+    finished: bool = False
+    root: Task | None = None
+    prompt_tokens: int = 0  # prompt tokens of every request the tree sent
+    completion_tokens: int = 0  # tokens generated for the tree
+    batches: int = 0
+    submitted: float = field(default_factory=time.perf_counter)
+
+
+@dataclass(eq=False)
+class _InFlight:
+    task: Task
+    job: Job
+    role: str
+    tickets: list[int]
+    sent: float = field(default_factory=time.perf_counter)
+    widest: int = 0
+    results: dict[int, GenerationResult] = field(default_factory=dict)
+
+
+class TreeDriver:
+    """Owns `executor` on its own thread; `submit` jobs from any thread, `close` to stop."""
+
+    def __init__(self, executor: Executor, concurrency: int, finish: Callable[[Job, SearchResult], Any],
+                 continuous: bool = True) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
+        self.executor = executor
+        self.concurrency = concurrency
+        self.finish = finish
+        self.continuous = continuous and isinstance(executor, ContinuousBatching)
+        self._incoming: queue.Queue[Job | None] = queue.Queue()
+        self._closing = False
+        self._lock = threading.Lock()
+        self.running: list[Job] = []
+        self.completed = 0
+        self._thread = threading.Thread(target=self._loop, name="seed-tot-api-driver", daemon=True)
+        self._thread.start()
+
+    # --- any thread ---------------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        with self._lock:
+            if self._closing:
+                raise DriverClosed("The server is shutting down: send the request again once it is back.")
+            self._incoming.put(job)
+
+    def cancel(self, job: Job) -> None:
+        """Stop advancing `job` (its result, if any, is dropped); safe after it finished."""
+        job.cancelled = True
+        self._incoming.put(None)  # wake an idle loop
+
+    def close(self, drain: bool = True, timeout: float | None = None) -> bool:
+        """Accept nothing more; finish (drain) or cancel the jobs in hand; stop the thread and close
+        the executor. True when the thread ended within `timeout`."""
+        with self._lock:
+            self._closing = True
+        if not drain:
+            for job in list(self.running) + list(self._incoming.queue):
+                if job is not None:
+                    job.cancelled = True
+        self._incoming.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for job in list(self._incoming.queue) if job is not None)
+
+    # --- driver thread ------------------------------------------------------------------
+    def _loop(self) -> None:
+        self._runner = StepRunner()
+        self._session = self.executor.session() if self.continuous else None
+        self._flights: list[_InFlight] = []
+        self._by_ticket: dict[int, _InFlight] = {}
+        self._job_of: dict[Task, Job] = {}
+        try:
+            while True:
+                if not self._admit():
+                    return
+                try:
+                    if self._session is not None:
+                        self._session_step()
+                    else:
+                        self._round()
+                except Exception as exc:  # the executor failed: every tree in it fails, the server goes on
+                    log.exception("executor failed")
+                    for job in list(self.running):
+                        self._fail(job, exc)
+                    self._reset()
+                self._retire()
+        finally:
+            for job in list(self.running) + [j for j in list(self._incoming.queue) if j is not None]:
+                self._fail(job, DriverClosed("The server shut down before this tree was finished."))
+            self.executor.close()
+
+    def _reset(self) -> None:
+        self._runner = StepRunner()
+        self._session = self.executor.session() if self.continuous else None
+        self._flights, self._by_ticket, self._job_of = [], {}, {}
+
+    def _idle(self) -> bool:
+        return not self.running and not self._flights and not (self._session is not None and self._session.busy)
+
+    def _admit(self) -> bool:
+        """Start queued jobs while there is room; block while idle. False: closing and done."""
+        self._retire()
+        while True:
+            idle = self._idle()
+            if self._closing and idle and self._incoming.empty():
+                return False
+            if len(self.running) >= self.concurrency:
+                return True
+            try:
+                job = self._incoming.get(block=idle, timeout=0.2)
+            except queue.Empty:
+                if idle:
+                    continue
+                return True
+            if job is None:
+                continue
+            if job.cancelled:
+                self._drop(job)
+                continue
+            self.running.append(job)
+            try:
+                job.root = self._runner.start(job.search.steps(job.problem))
+            except Exception as exc:
+                self._fail(job, exc)
+                continue
+            self._job_of[job.root] = job
+            self._retire()  # a search that needs no model call ends at once
+
+    def _owner(self, task: Task) -> Job | None:
+        while task.parent is not None:
+            task = task.parent
+        return self._job_of.get(task)
+
+    def _live(self, task: Task) -> Job | None:
+        job = self._owner(task)
+        return job if job is not None and not job.cancelled and not job.finished else None
+
+    def _deliver(self, job: Job, task: Task, role: str, outcome: BatchOutcome) -> None:
+        job.batches += 1
+        job.completion_tokens += sum(r.stats.new_tokens for r in outcome.results)
+        try:
+            self._runner.deliver(task, outcome)
+        except Exception as exc:
+            self._fail(job, exc)
+            return
+        job.on_progress({"batches": job.batches, "role": role, "prompt_tokens": job.prompt_tokens,
+                         "completion_tokens": job.completion_tokens})
+
+    def _session_step(self) -> None:
+        for task in self._runner.take_waiting():
+            job = self._live(task)
+            if job is None:
+                continue
+            job.prompt_tokens += sum(len(r.prompt_ids) for r in task.batch.requests)
+            flight = _InFlight(task, job, task.batch.role, self._session.add(task.batch.requests))
+            self._flights.append(flight)
+            self._by_ticket.update((ticket, flight) for ticket in flight.tickets)
+        if not self._session.busy:
+            return
+        width = self._session.width
+        for flight in self._flights:
+            flight.widest = max(flight.widest, width)
+        for ticket, result in self._session.step():
+            flight = self._by_ticket.pop(ticket)
+            flight.results[ticket] = result
+            if len(flight.results) < len(flight.tickets):
+                continue
+            self._flights.remove(flight)
+            events = self._session.take_events(flight.tickets) if isinstance(self._session, SessionEvents) else None
+            if flight.job.cancelled or flight.job.finished:
+                continue
+            outcome = BatchOutcome(results=[flight.results[t] for t in flight.tickets],
+                                   wall_seconds=time.perf_counter() - flight.sent,
+                                   events=event_records(events) if events is not None else None,
+                                   merged_size=flight.widest)
+            self._deliver(flight.job, flight.task, flight.role, outcome)
+
+    def _round(self) -> None:
+        waiting = [(task, job) for task in self._runner.take_waiting() if (job := self._live(task)) is not None]
+        if not waiting:
+            return
+        requests = [r for task, _ in waiting for r in task.batch.requests]
+        for task, job in waiting:
+            job.prompt_tokens += sum(len(r.prompt_ids) for r in task.batch.requests)
+        merged = Batch(role="merged", node_id=-1, requests=requests)
+        parts = split(execute(self.executor, merged), [len(task.batch.requests) for task, _ in waiting])
+        for (task, job), part in zip(waiting, parts, strict=True):
+            if not job.cancelled and not job.finished:
+                self._deliver(job, task, task.batch.role, part)
+
+    def _retire(self) -> None:
+        """Hand every finished search to finish() and its job; forget cancelled jobs."""
+        for job in list(self.running):
+            if job.cancelled:
+                self._drop(job)
+            elif job.root is not None and job.root.done:
+                self._end(job)
+
+    def _end(self, job: Job) -> None:
+        self._forget(job)
+        try:
+            value = self.finish(job, job.root.value)
+        except Exception as exc:
+            log.exception("finishing %s failed", job.job_id)
+            value = exc
+        self.completed += 1
+        self._notify(job, value)
+
+    def _fail(self, job: Job, exc: BaseException) -> None:
+        self._forget(job)
+        self._notify(job, exc)
+
+    def _drop(self, job: Job) -> None:
+        self._forget(job)
+        self._notify(job, DriverClosed("The request was cancelled."))
+
+    def _forget(self, job: Job) -> None:
+        if job in self.running:
+            self.running.remove(job)
+        if job.root is not None:
+            self._job_of.pop(job.root, None)
+            job.root.steps.close()
+
+    def _notify(self, job: Job, value: Any) -> None:
+        if job.finished:
+            return
+        job.finished = True
+        try:
+            job.on_done(value)
+        except Exception:
+            log.exception("on_done of %s failed", job.job_id)

@@ -1,0 +1,53 @@
+"""A finished tree as one choice of a reply: the answer as content (GSM8K: after the chosen
+chain's text), why it ended, its token counts and the `seed_tot` extension object."""
+
+from __future__ import annotations
+
+from seed_tot.openai_api.catalog import ModelEntry
+from seed_tot.openai_api.service import Finished
+
+
+def answer_content(finished: Finished, votable: bool) -> str:
+    """GSM8K-like tasks (comparable answers): the chosen chain, then 'Answer: X'; others: the answer
+    itself (the plan, the passage); the chosen state's text when no answer was found."""
+    result = finished.result
+    chain = result.chosen.state.strip() if result.chosen_path else ""
+    answer = result.answer
+    if answer is None:
+        return chain
+    if votable and chain and chain != answer.strip():
+        return f"{chain}\n\nAnswer: {answer}"
+    return answer
+
+
+def choice_of(finished: Finished, entry: ModelEntry, seed: int) -> dict:
+    from tasks import get_task
+
+    result = finished.result
+    selection = result.selection
+    trace_id = finished.trace_id
+    cut = result.chosen_path and result.chosen.info.get("finish_reason") == "length"
+    extension = {
+        "trace_id": trace_id,
+        "trace_url": f"/v1/traces/{trace_id}",
+        "trace_html_url": f"/traces/{trace_id}.html",
+        "task": entry.task_name,
+        "search": entry.search_cls.name,
+        "seed": seed,
+        "problem_id": result.problem.id,
+        "answer": result.answer,
+        "search_answer": selection.search_answer if selection is not None else None,
+        "cot_answer": selection.cot_answer if selection is not None else None,
+        "votes": dict(selection.votes) if selection is not None else {},
+        "selection": selection.method if selection is not None else None,
+        "score": result.score,
+        "nodes": len(list(result.tree.nodes())),
+        "batches": len(result.batches),
+        "executor_seconds": round(result.metrics.wall_seconds, 3),
+    }
+    return {
+        "content": answer_content(finished, get_task(entry.task_name).votable),
+        "finish_reason": "length" if cut else "stop",
+        "usage": {"prompt_tokens": finished.prompt_tokens, "completion_tokens": finished.completion_tokens},
+        "seed_tot": extension,
+    }

@@ -1,0 +1,64 @@
+"""Run the app under uvicorn: in the foreground (the CLI; Ctrl-C / SIGTERM stop it cleanly) or on
+a background thread (tests, notebooks)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+
+import uvicorn
+
+from seed_tot.openai_api.app import create_app
+from seed_tot.openai_api.service import ApiService
+
+
+def _config(service: ApiService, host: str, port: int, api_key: str | None, shutdown_timeout: float,
+            log_level: str) -> uvicorn.Config:
+    app = create_app(service, api_key)
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="off",
+                          timeout_graceful_shutdown=shutdown_timeout)
+
+
+def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
+          shutdown_timeout: float = 60.0, log_level: str = "info") -> None:
+    """Serve until Ctrl-C or SIGTERM: stop accepting, let the requests in flight finish (their
+    trees are cancelled after `shutdown_timeout` seconds), then stop the driver and executor."""
+    server = uvicorn.Server(_config(service, host, port, api_key, shutdown_timeout, log_level))
+    try:
+        server.run()
+    finally:
+        service.close(drain=False, timeout=shutdown_timeout)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+class ServerThread:
+    """The server on a daemon thread (no signal handlers); `stop()` shuts it down cleanly."""
+
+    def __init__(self, service: ApiService, host: str = "127.0.0.1", port: int | None = None,
+                 api_key: str | None = None, shutdown_timeout: float = 10.0) -> None:
+        self.service = service
+        self.port = port or free_port(host)
+        self.url = f"http://{host}:{self.port}"
+        self.server = uvicorn.Server(_config(service, host, self.port, api_key, shutdown_timeout, "warning"))
+        self.thread = threading.Thread(target=self.server.run, name="seed-tot-api-server", daemon=True)
+
+    def start(self, timeout: float = 30.0) -> "ServerThread":
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the API server did not start on {self.url}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+        self.service.close(drain=False, timeout=timeout)
