@@ -34,8 +34,8 @@ def api(host: str, port: int, api_key: str | None, concurrency: int | None, batc
     search and decoding options set each model's defaults; a request's temperature, top_p, max_tokens,
     n and seed override them (docs/api_server.md)."""
     from seed_tot.cli.task_run import TaskRunOptions
-    from seed_tot.openai_api.server import serve
-    from seed_tot.openai_api.service import ApiService
+    from seed_tot.cli.api_server.server import serve
+    from seed_tot.cli.api_server.service import ApiService
 
     opts = TaskRunOptions(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
                           resume=False, concurrency=concurrency, batching=batching)

@@ -20,12 +20,12 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from seed_tot.errors import SeedTotError
-from seed_tot.openai_api.catalog import OptionError, request_config
-from seed_tot.openai_api.driver import DriverClosed
-from seed_tot.openai_api.problems import ProblemError, problem_from_text
-from seed_tot.openai_api.protocol import ApiError, ParsedRequest, chunk, parse_chat, parse_completion, reply, usage
-from seed_tot.openai_api.replies import choice_of
-from seed_tot.openai_api.service import ApiService, Finished
+from seed_tot.cli.api_server.catalog import OptionError, request_config
+from seed_tot.cli.api_server.driver import DriverClosed
+from seed_tot.cli.api_server.problems import ProblemError, problem_from_text
+from seed_tot.cli.api_server.protocol import ApiError, ParsedRequest, chunk, parse_chat, parse_completion, reply, usage
+from seed_tot.cli.api_server.replies import choice_of
+from seed_tot.cli.api_server.service import ApiService, Finished
 
 POLL_SECONDS = 0.5  # how often a waiting request checks that its client is still there
 

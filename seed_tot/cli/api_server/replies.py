@@ -3,8 +3,8 @@ chain's text), why it ended, its token counts and the `seed_tot` extension objec
 
 from __future__ import annotations
 
-from seed_tot.openai_api.catalog import ModelEntry
-from seed_tot.openai_api.service import Finished
+from seed_tot.cli.api_server.catalog import ModelEntry
+from seed_tot.cli.api_server.service import Finished
 
 
 def answer_content(finished: Finished, votable: bool) -> str:

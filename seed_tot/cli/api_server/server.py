@@ -10,8 +10,8 @@ import time
 
 import uvicorn
 
-from seed_tot.openai_api.app import create_app
-from seed_tot.openai_api.service import ApiService
+from seed_tot.cli.api_server.app import create_app
+from seed_tot.cli.api_server.service import ApiService
 
 
 def _config(service: ApiService, host: str, port: int, api_key: str | None, shutdown_timeout: float,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from seed_tot.errors import ConfigError
-from seed_tot.openai_api.catalog import ModelEntry, build_catalog
-from seed_tot.openai_api.driver import Job, TreeDriver
+from seed_tot.cli.api_server.catalog import ModelEntry, build_catalog
+from seed_tot.cli.api_server.driver import Job, TreeDriver
 from seed_tot.search.base import SearchConfig, SearchResult
 from seed_tot.task import Problem
 
