@@ -4,6 +4,7 @@ a background thread (tests, notebooks)."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import threading
 import time
@@ -26,10 +27,19 @@ def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_ke
     """Serve until Ctrl-C or SIGTERM: stop accepting, let the requests in flight finish (their
     trees are cancelled after `shutdown_timeout` seconds), then stop the driver and executor."""
     server = uvicorn.Server(_config(service, host, port, api_key, shutdown_timeout, log_level))
+    # uvicorn raises a captured signal again once it has shut down, through the handler it found;
+    # a quiet one makes a clean stop exit 0 instead of dying of that signal
+    previous = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         server.run()
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         service.close(drain=False, timeout=shutdown_timeout)
+
+
+def _stopped(signum, frame) -> None:
+    """The signal has been handled (uvicorn shut down); nothing more to do."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -58,7 +68,8 @@ class ServerThread:
             time.sleep(0.02)
         return self
 
-    def stop(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0, close_service: bool = True) -> None:
         self.server.should_exit = True
         self.thread.join(timeout)
-        self.service.close(drain=False, timeout=timeout)
+        if close_service:
+            self.service.close(drain=False, timeout=timeout)

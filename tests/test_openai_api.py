@@ -1,0 +1,271 @@
+"""`seed-tot api` on the tiny pair: the official openai client, raw shapes, a bounded load test
+(every answer from its own tree), bad requests, the API key, a client that goes away, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+openai = pytest.importorskip("openai")
+
+from seed_tot.cli.api_server.server import ServerThread, free_port  # noqa: E402
+from seed_tot.cli.api_server.service import ApiService  # noqa: E402
+from seed_tot.cli.task_run import TaskRunOptions  # noqa: E402
+
+SMALL = dict(n_thoughts=2, depth=2, iterations=2, value_samples=1, cot_samples=1, max_new_tokens=8,
+             value_max_new_tokens=4)
+STATEMENT = ("As initial conditions I have that, the red block is clear, the blue block is clear, the hand is empty, "
+             "the red block is on the table and the blue block is on the table.\n"
+             "My goal is to have that the red block is on top of the blue block.")
+
+
+def tiny_options(out: Path, **overrides) -> TaskRunOptions:
+    settings = dict(
+        target="default-target", draft="default-draft", tiny=True, device="cpu", dtype="float32", threads=None,
+        method="batched-lookup", k_config=None, k=None, workers=None, search=None, breadth=1,
+        exploration_weight=1.0, output_strategy="max_reward", temperature=0.7, top_p=0.95, cot=True, vote=True,
+        seed=0, data_path=None, limit=None, start=0, ids=None, out_dir=str(out), resume=False, concurrency=8,
+        value_temperature=0.7,
+    )
+    settings.update(SMALL)
+    settings.update(overrides)
+    return TaskRunOptions(**settings)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    out = tmp_path_factory.mktemp("api")
+    service = ApiService(tiny_options(out), out)
+    running = ServerThread(service).start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+
+
+def trace_of(server, trace_id: str) -> dict:
+    reply = httpx.get(f"{server.url}/v1/traces/{trace_id}", timeout=10)
+    assert reply.status_code == 200
+    return reply.json()
+
+
+def test_models_name_task_and_search(client):
+    ids = {model.id for model in client.models.list()}
+    assert {"gsm8k/self-consistency", "gsm8k/bfs", "gsm8k/mcts", "blocksworld/mcts", "creative-writing/bfs"} <= ids
+    assert "creative-writing/self-consistency" not in ids  # the task has no chain-of-thought prompt
+
+
+def test_chat_with_the_openai_client_answers_from_its_own_trace(server, client):
+    question = "Tom has 3 apples and buys 4 more. How many apples does he have?"
+    reply = client.chat.completions.create(model="gsm8k/bfs", messages=[{"role": "system", "content": "be brief"},
+                                                                        {"role": "user", "content": question}],
+                                           max_tokens=8, seed=11)
+    assert reply.object == "chat.completion" and reply.model == "gsm8k/bfs"
+    assert isinstance(reply.choices[0].message.content, str)
+    assert reply.usage.completion_tokens > 0 and reply.usage.prompt_tokens > 0
+    extension = reply.model_extra["seed_tot"]
+    assert extension["seed"] == 11 and extension["search"] == "bfs" and extension["nodes"] > 1
+    trace = trace_of(server, extension["trace_id"])
+    assert trace["question"] == question and trace["search"] == "bfs"
+    assert trace["config"]["search"]["seed"] == 11
+    assert trace["metrics"]["new_tokens"] == reply.usage.completion_tokens
+    page = httpx.get(server.url + extension["trace_html_url"], timeout=10)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "<html" in page.text.lower()
+
+
+def test_completions_and_the_stream_reproduce_the_chat_answer_for_one_seed(client):
+    chat = client.chat.completions.create(model="blocksworld/mcts", messages=[{"role": "user", "content": STATEMENT}],
+                                          max_tokens=8, seed=4)
+    text = client.completions.create(model="blocksworld/mcts", prompt=STATEMENT, max_tokens=8, seed=4)
+    assert text.object == "text_completion"
+    assert text.choices[0].text == chat.choices[0].message.content
+    chunks = list(client.chat.completions.create(
+        model="blocksworld/mcts", messages=[{"role": "user", "content": STATEMENT}], max_tokens=8, seed=4,
+        stream=True, stream_options={"include_usage": True}))
+    progress = [c for c in chunks if c.choices and "progress" in (c.model_extra.get("seed_tot") or {})]
+    assert progress and all(c.choices[0].delta.content is None for c in progress)
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == chat.choices[0].message.content
+    finals = [c for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert len(finals) == 1 and finals[0].model_extra["seed_tot"]["trace_id"]
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == chat.usage.completion_tokens
+
+
+def test_n_grows_one_tree_per_choice(server, client):
+    reply = client.chat.completions.create(model="gsm8k/self-consistency", n=2, seed=7, max_tokens=8,
+                                           messages=[{"role": "user", "content": "What is 6 times 7?"}])
+    seeds = [choice.model_extra["seed_tot"]["seed"] for choice in reply.choices]
+    assert seeds == [7, 8] and len(set(reply.model_extra["seed_tot"]["trace_ids"])) == 2
+
+
+def test_raw_stream_ends_with_done(server):
+    body = {"model": "gsm8k/self-consistency", "prompt": "What is 2 plus 2?", "max_tokens": 8, "seed": 1,
+            "stream": True}
+    with httpx.stream("POST", server.url + "/v1/completions", json=body, timeout=60) as reply:
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        lines = [line for line in reply.iter_lines() if line]
+    assert lines[-1] == "data: [DONE]"
+    events = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
+    assert all(e["object"] == "text_completion" for e in events)
+    assert events[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+@pytest.mark.parametrize("path,body,status,param", [
+    ("/v1/chat/completions", {"model": "nope/bfs", "messages": [{"role": "user", "content": "1+1?"}]}, 404, "model"),
+    ("/v1/chat/completions", {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "1+1?"}],
+                              "temperature": 3}, 400, "temperature"),
+    ("/v1/chat/completions", {"model": "gsm8k/bfs", "messages": []}, 400, "messages"),
+    ("/v1/chat/completions", {"model": "gsm8k/bfs", "messages": [{"role": "system", "content": "x"}]}, 400, "messages"),
+    ("/v1/chat/completions", {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "1+1?"}],
+                              "stop": ["\n"]}, 400, "stop"),
+    ("/v1/chat/completions", {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "1+1?"}],
+                              "seed_tot": {"n_thoughts": 0}}, 400, "seed_tot.n_thoughts"),
+    ("/v1/chat/completions", {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "1+1?"}],
+                              "seed_tot": {"colour": 1}}, 400, "seed_tot.colour"),
+    ("/v1/completions", {"model": "gsm8k/bfs", "prompt": "1+1?", "n": 99}, 400, "n"),
+    ("/v1/completions", {"model": "creative-writing/bfs", "prompt": "Only one sentence."}, 400, "prompt"),
+    ("/v1/completions", {"model": "blocksworld/bfs", "prompt": "Stack the blocks, please."}, 400, "prompt"),
+    ("/v1/completions", {"model": "gsm8k/bfs", "prompt": "   "}, 400, "prompt"),
+])
+def test_bad_requests_get_an_openai_error_object(server, path, body, status, param):
+    reply = httpx.post(server.url + path, json=body, timeout=10)
+    assert reply.status_code == status
+    error = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param and error["message"].endswith(".")
+
+
+def test_malformed_json_and_unknown_trace(server):
+    reply = httpx.post(server.url + "/v1/chat/completions", content=b"{not json", timeout=10)
+    assert reply.status_code == 400 and "JSON" in reply.json()["error"]["message"]
+    assert httpx.get(server.url + "/v1/traces/api-none", timeout=10).status_code == 404
+    assert httpx.get(server.url + "/v1/traces/..%2f..%2fsecret", timeout=10).status_code in (400, 404)
+    with pytest.raises(openai.NotFoundError):
+        openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0).chat.completions.create(
+            model="gsm8k/nothing", messages=[{"role": "user", "content": "1+1?"}])
+
+
+def test_many_users_share_one_batch_and_each_answer_is_its_own(server):
+    questions = [f"Ann has {i} pens and gets {i + 3} more. How many pens does she have?" for i in range(32)]
+    models = ["gsm8k/self-consistency", "gsm8k/bfs"]
+
+    def ask(index: int) -> tuple[str, dict]:
+        body = {"model": models[index % 2], "messages": [{"role": "user", "content": questions[index]}],
+                "max_tokens": 8, "seed": index}
+        reply = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=120)
+        assert reply.status_code == 200, reply.text
+        return questions[index], reply.json()
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        replies = list(pool.map(ask, range(len(questions))))
+    assert time.monotonic() - started < 120
+    widest = 0
+    for question, reply in replies:
+        trace = trace_of(server, reply["seed_tot"]["trace_id"])
+        assert trace["question"] == question
+        assert trace["config"]["search"]["seed"] == reply["seed_tot"]["seed"]
+        widest = max([widest] + [b["merged_size"] - b["size"] for b in trace["batches"]])
+    assert widest > 0  # some tree's rows decoded beside rows of other trees
+    assert server.service.driver.running == []
+
+
+def test_a_client_that_goes_away_cancels_its_tree_only(server):
+    driver = server.service.driver
+    long = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "Count to one thousand, slowly."}],
+            "max_tokens": 200, "seed": 3, "stream": True, "temperature": 1.0,
+            "seed_tot": {"n_thoughts": 3, "depth": 4, "cot_samples": 4, "value_samples": 3}}
+    other = {}
+
+    def ask_other():
+        time.sleep(0.2)
+        other["reply"] = httpx.post(server.url + "/v1/chat/completions", timeout=120, json={
+            "model": "gsm8k/self-consistency", "messages": [{"role": "user", "content": "What is 9 minus 4?"}],
+            "max_tokens": 8, "seed": 2})
+
+    helper = threading.Thread(target=ask_other)
+    helper.start()
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json=long, timeout=60) as reply:
+        first = next(line for line in reply.iter_lines() if line.startswith("data: "))
+        trace_id = json.loads(first.removeprefix("data: "))["id"].removeprefix("chatcmpl-")
+    helper.join(120)
+    assert other["reply"].status_code == 200
+    deadline = time.monotonic() + 30
+    while driver.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert driver.running == []
+    assert not server.service.trace_file(trace_id).exists()  # the cancelled tree left no trace
+
+
+def test_api_key_is_required_when_set(server):
+    keyed = ServerThread(server.service, api_key="s3cret").start()
+    try:
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=keyed.url + "/v1", api_key="wrong", max_retries=0).models.list()
+        assert httpx.get(keyed.url + "/v1/models", timeout=10).status_code == 401
+        assert httpx.get(keyed.url + "/health", timeout=10).status_code == 200
+        models = openai.OpenAI(base_url=keyed.url + "/v1", api_key="s3cret", max_retries=0).models.list()
+        assert any(model.id == "gsm8k/bfs" for model in models)
+    finally:
+        keyed.stop(close_service=False)
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
+    port = free_port()
+    command = [sys.executable, "-m", "seed_tot", "api", "--tiny", "--dtype", "float32", "--port", str(port),
+               "--out", str(tmp_path), "--thoughts", "2", "--depth", "2", "--value-samples", "1",
+               "--cot-samples", "1", "--max-new-tokens", "8", "--value-max-new-tokens", "4"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, process.stdout.read()
+            time.sleep(0.2)
+        result = {}
+
+        def ask():
+            try:
+                result["reply"] = httpx.post(url + "/v1/chat/completions", timeout=60, json={
+                    "model": "gsm8k/bfs", "messages": [{"role": "user", "content": "What is 5 plus 5?"}],
+                    "max_tokens": 32, "seed": 1, "seed_tot": {"n_thoughts": 3}})
+            except httpx.TransportError as exc:  # the signal came before the request reached the server
+                result["error"] = exc
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        time.sleep(0.3)
+        process.send_signal(signal.SIGTERM)
+        asker.join(60)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    reply = result.get("reply")
+    if reply is None:
+        assert isinstance(result["error"], httpx.ConnectError)
+    elif reply.status_code == 200:  # in flight when the signal came: finished, and its trace is on disk
+        assert (tmp_path / "traces" / f"{reply.json()['seed_tot']['trace_id']}.json").is_file()
+    else:  # the signal came first: refused cleanly
+        assert reply.status_code == 503
