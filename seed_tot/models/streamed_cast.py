@@ -46,9 +46,9 @@ def read_cast(model_dir: Path, dtype: torch.dtype):
             for name, entry in header.items():
                 start, end = entry["data_offsets"]
                 handle.seek(data_start + start)
-                raw = bytearray(handle.read(end - start))
-                stored = torch.frombuffer(raw, dtype=STORED_DTYPES[entry["dtype"]]) if raw else torch.empty(0)
-                yield name, stored.reshape(entry["shape"]).to(dtype)
+                raw = torch.empty(end - start, dtype=torch.uint8)
+                handle.readinto(memoryview(raw.numpy()))
+                yield name, raw.view(STORED_DTYPES[entry["dtype"]]).reshape(entry["shape"]).to(dtype)
 
 
 def load_streamed(model_dir: str, dtype: torch.dtype, attn: str | None = None):
