@@ -66,6 +66,7 @@ def test_models_name_task_and_search(client):
     ids = {model.id for model in client.models.list()}
     assert {"gsm8k/self-consistency", "gsm8k/bfs", "gsm8k/mcts", "blocksworld/mcts", "creative-writing/bfs"} <= ids
     assert "creative-writing/self-consistency" not in ids  # the task has no chain-of-thought prompt
+    assert client.models.retrieve("blocksworld/mcts").model_extra["seed_tot"]["search"] == "mcts"
 
 
 def test_chat_with_the_openai_client_answers_from_its_own_trace(server, client):
@@ -209,6 +210,22 @@ def test_a_client_that_goes_away_cancels_its_tree_only(server):
         time.sleep(0.1)
     assert driver.running == []
     assert not server.service.trace_file(trace_id).exists()  # the cancelled tree left no trace
+
+
+def test_a_waiting_client_that_goes_away_cancels_its_tree(server):
+    driver = server.service.driver
+    body = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "Count the stars, one by one."}],
+            "max_tokens": 200, "seed": 5, "temperature": 1.0,
+            "seed_tot": {"n_thoughts": 3, "depth": 4, "cot_samples": 4, "value_samples": 3}}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/chat/completions", json=body, timeout=httpx.Timeout(10, read=0.5))
+    assert len(driver.running) == 1
+    deadline = time.monotonic() + 30
+    while driver.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert driver.running == []
+    traces = server.service.out / "traces"
+    assert not [p for p in traces.iterdir() if json.loads(p.read_text())["question"] == body["messages"][0]["content"]]
 
 
 def test_api_key_is_required_when_set(server):

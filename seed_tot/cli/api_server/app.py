@@ -37,11 +37,20 @@ def _error(exc: ApiError) -> JSONResponse:
 def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
     """The ASGI app over `service`; with `api_key`, every route but /health needs `Bearer KEY`."""
 
+    def _model(model_id: str) -> dict:
+        entry = service.catalog[model_id]
+        return {"id": model_id, "object": "model", "created": 0, "owned_by": "seed-tot",
+                "seed_tot": {"task": entry.task_name, "search": entry.search_cls.name, "default": entry.default}}
+
     async def models(request: Request) -> Response:
-        data = [{"id": model_id, "object": "model", "created": 0, "owned_by": "seed-tot",
-                 "seed_tot": {"task": entry.task_name, "search": entry.search_cls.name, "default": entry.default}}
-                for model_id, entry in service.catalog.items()]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse({"object": "list", "data": [_model(model_id) for model_id in service.catalog]})
+
+    async def model(request: Request) -> Response:
+        model_id = request.path_params["model_id"]
+        if model_id not in service.catalog:
+            raise ApiError(404, f"The model {model_id!r} does not exist: GET /v1/models lists the ids.",
+                           param="model", code="model_not_found")
+        return JSONResponse(_model(model_id))
 
     async def chat(request: Request) -> Response:
         return await _complete(request, parse_chat)
@@ -198,6 +207,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
 
     routes = [
         Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/models/{model_id:path}", model, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/completions", completions, methods=["POST"]),
         Route("/v1/traces/{trace_id}", trace_json, methods=["GET"]),
