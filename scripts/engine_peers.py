@@ -1,0 +1,435 @@
+"""Compare engines fairly: the same GSM8K problems, the same chains and prompts, one system at a time.
+
+The work is GSM8K's CLI default answer (self-consistency): per problem the target's greedy chain of
+thought and 4 sampled ones (temperature/top-p of the thoughts, one seed per request), voting. Systems:
+
+  a  `seed-tot gsm8k` with its defaults (the in-process batched-lookup executor)
+  b  llama.cpp's server from the xllamacpp wheel, started here and tuned for the work (slots = rows in
+     flight = problems at once x chains, threads = cores available, prompt cache on, context per slot
+     = longest prompt + the chain budget), fed by a small client in this script: the requests are the
+     ones the package's own search asks for (same prompt token ids, seeds, temperatures, top-p, token
+     budget, stop strings), and the answer comes from the package's vote
+  c  `seed-tot gsm8k --method llama-cpp --server-parallel <rows in flight>`
+  d  transformers' generate() on the in-process target (--dtype as a), the rows of `--concurrency`
+     problems batched per call (greedy rows in one call, sampled rows in another), same prompts (slow)
+
+Each system runs alone in a child process, measured from outside: wall seconds, peak RSS of its
+process tree (llama.cpp's server included), load average before and after. Writes OUT/<system>/
+(the run's files, log.txt, measure.json), OUT/summary.json and OUT/summary.md.
+
+    python scripts/engine_peers.py --limit 10 --systems a,b,c --out runs/engine-peers
+    python scripts/engine_peers.py --tiny --limit 2 --threads 1 --out /tmp/peers      # smoke test
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # `python scripts/engine_peers.py` from anywhere: the package and tasks/
+    sys.path.insert(0, str(ROOT))
+
+from seed_tot.observe.peers import cores_available, markdown_table, run_measured, solve_concurrently  # noqa: E402
+
+SYSTEMS = {
+    "a": "seed-tot gsm8k (in-process default)",
+    "b": "llama.cpp server, tuned, harness client",
+    "c": "seed-tot gsm8k --method llama-cpp",
+    "d": "transformers generate()",
+}
+DEFAULT_DATA = "tasks/data/gsm8k/test.jsonl"
+
+
+# ---------------------------------------------------------------- the run settings every system shares
+
+def cli_args(spec: dict) -> list[str]:
+    """The `seed-tot gsm8k` arguments that pick the problems, models and shared knobs."""
+    args = ["--data", spec["data"], "--start", str(spec["start"]), "--limit", str(spec["limit"]),
+            "--concurrency", str(spec["concurrency"]), "--threads", str(spec["threads"])]
+    return args + (["--tiny"] if spec["tiny"] else [])
+
+
+def plan_for(spec: dict, method: str, out: Path):
+    """The run `seed-tot gsm8k <cli_args> --method METHOD --out OUT` would make (task, search, its
+    config, the problems), parsed by the CLI's own command so the defaults are the CLI's."""
+    from seed_tot.cli.task_run import TaskRunOptions, plan_run
+    from seed_tot.cli.tasks import gsm8k
+
+    context = gsm8k.make_context("gsm8k", [*cli_args(spec), "--method", method, "--out", str(out)])
+    return plan_run("gsm8k", TaskRunOptions(**context.params))
+
+
+def chain_settings(search_config) -> dict:
+    """What every system decodes per problem: the chains' count, settings and seeds."""
+    from seed_tot.search.base import cot_requests
+
+    requests = cot_requests([0], search_config, "PROBLEM")
+    return {
+        "search": "self-consistency",
+        "chains": len(requests),
+        "per_chain": [request.config.model_dump(mode="json") for request in requests],
+        "run_seed": search_config.seed,
+        "seed_rule": "request_seed(run seed, problem id, 0, 'cot', chain index) (seed_tot/reasoning/request_seeds.py)",
+        "vote": search_config.vote,
+        "vote_weight": search_config.vote_weight,
+    }
+
+
+def target_name(spec: dict) -> str:
+    return "tiny-target" if spec["tiny"] else "default-target"
+
+
+# ---------------------------------------------------------------- system b: tuned llama.cpp + small client
+
+class LlamaClient:
+    """One /completion request per GenerationRequest: token-id prompt, the package's sampler body
+    (top-p then temperature, every other sampler neutral; seeded), results cut by the package's stop rule."""
+
+    def __init__(self, url: str, tokenizer, log: list):
+        from seed_tot.engines.server_executor import _eos_ids
+
+        self.url, self.tokenizer, self.log = url, tokenizer, log
+        self.eos_ids = _eos_ids(tokenizer)
+
+    def generate(self, request):
+        import urllib.request
+
+        from seed_tot.decoding.token_sink import TokenSink, stop_rule
+        from seed_tot.engines import llama_api
+        from seed_tot.requests import GenerationResult, GenerationStats
+
+        body = llama_api.completion_body(request)
+        started = time.perf_counter()
+        http = urllib.request.Request(self.url + llama_api.PATH, data=json.dumps(body).encode(),
+                                      headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(http, timeout=3600) as answer:
+            reply = json.loads(answer.read())
+        seconds = time.perf_counter() - started
+        tokens, reason = llama_api.reply_tokens(reply), llama_api.finish_reason(reply)
+        if reason == "eos" and not request.config.ignore_eos and (not tokens or tokens[-1] not in self.eos_ids):
+            tokens.append(min(self.eos_ids))  # the server drops EOS; the project's decoders keep it
+        sink = TokenSink(stop_rule(request.config, self.eos_ids,
+                                   lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)))
+        sink.extend(tokens)
+        stats = GenerationStats(new_tokens=len(sink.token_ids), target_forwards=len(sink.token_ids),
+                                wall_seconds=seconds, cached_prompt_tokens=llama_api.cached_prompt_tokens(reply))
+        self.log.append({
+            "request_id": request.request_id, "seed": request.seed, "config": request.config.model_dump(mode="json"),
+            "prompt_text": self.tokenizer.decode(request.prompt_ids, skip_special_tokens=False),
+            "prompt_ids": list(request.prompt_ids), "new_tokens": len(sink.token_ids),
+            "finish_reason": sink.finish_reason or reason, "seconds": round(seconds, 3),
+            "cache_n": stats.cached_prompt_tokens, "timings": reply.get("timings"),
+        })
+        return GenerationResult(request.request_id, sink.token_ids,
+                                self.tokenizer.decode(sink.token_ids, skip_special_tokens=True),
+                                sink.finish_reason or reason, stats)
+
+
+def worker_b(spec: dict, out: Path) -> dict:
+    import xllamacpp
+
+    from seed_tot.engines.connect import file_sha256
+    from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings
+    from seed_tot.engines.setup import gguf_path, tokenizer_for
+    from seed_tot.reasoning.prompting import PromptFormatter
+
+    plan = plan_for(spec, "llama-cpp", out / "run")
+    tokenizer = tokenizer_for(target_name(spec))
+    formatter = PromptFormatter(tokenizer)
+    search = plan.search_cls(plan.task, None, formatter, plan.search_config)
+    chains = chain_settings(plan.search_config)
+    rows = min(spec["concurrency"], len(plan.todo)) * chains["chains"]
+    budget = max(c["max_new_tokens"] for c in chains["per_chain"])
+    longest = max(len(formatter.encode(plan.task.cot_prompt(p))) for p in plan.todo)
+    ctx_per_slot = -(-(longest + budget + 16) // 256) * 256
+    model_file = gguf_path(target_name(spec))
+    settings = LlamaServerSettings(model_file, slots=rows, ctx_per_slot=ctx_per_slot, threads=spec["threads"])
+    log: list[dict] = []
+    records = []
+    loading = time.perf_counter()
+    with LlamaServer(settings) as server:
+        load_s = time.perf_counter() - loading
+        client = LlamaClient(server.url, tokenizer, log)
+        started = time.perf_counter()
+        for result in solve_concurrently(search.steps, plan.todo, client.generate, spec["concurrency"], rows):
+            records.append(problem_record(result, time.perf_counter() - started))
+        run_wall = time.perf_counter() - started
+    write_jsonl(out / "results.jsonl", records)
+    write_jsonl(out / "requests.jsonl", sorted(log, key=lambda r: r["request_id"]))
+    return totals(records, run_wall, load_s) | {
+        "method": "llama.cpp server (xllamacpp) + harness client", "dtype": "gguf",
+        "concurrency": spec["concurrency"], "threads": spec["threads"], "slots": rows,
+        "knobs": {"xllamacpp": xllamacpp.__version__, "model_file": model_file, "model_sha256": file_sha256(model_file),
+                  "ctx_per_slot": ctx_per_slot, "slots": rows, "threads": spec["threads"], "cont_batching": True,
+                  "cache_prompt": True, "prompt_ids_sent": True, "server_defaults": server_defaults(),
+                  "sampler": "seed_tot.engines.llama_api.completion_body (top_p then temperature, others neutral)"},
+        "chains": chains,
+    }
+
+
+def server_defaults() -> dict:
+    """llama.cpp settings this harness leaves at the wheel's defaults (recorded, not chosen)."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    return {name: getattr(params, name, None) for name in ("n_batch", "n_ubatch", "cache_ram_mib", "n_cache_reuse", "kv_unified")}
+
+
+# ---------------------------------------------------------------- system d: transformers generate()
+
+def worker_d(spec: dict, out: Path) -> dict:
+    import torch
+    from transformers import GenerationConfig
+
+    from seed_tot.models.loading import load_model
+    from seed_tot.reasoning.prompting import PromptFormatter
+    from seed_tot.requests import GenerationResult, GenerationStats
+    from seed_tot.observe.peers import FunctionExecutor
+    from seed_tot.search.driver import solve_many
+
+    plan = plan_for(spec, "hf-generate", out / "run")
+    torch.set_num_threads(spec["threads"])
+    loading = time.perf_counter()
+    runner = load_model(target_name(spec), dtype=plan.opts.dtype, device=plan.opts.device)
+    load_s = time.perf_counter() - loading
+    model, tokenizer = runner.model, runner.tokenizer
+    formatter = PromptFormatter(tokenizer)
+    search = plan.search_cls(plan.task, None, formatter, plan.search_config)
+    eos = int(tokenizer.eos_token_id) if tokenizer.eos_token_id is not None else 0
+    pad = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else eos
+    calls = []
+
+    def generate_rows(requests) -> list:
+        """One generate() call for requests sharing a config (left-padded batch)."""
+        from seed_tot.decoding.token_sink import TokenSink, stop_rule
+
+        config = requests[0].config
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.tensor([[pad] * (width - len(r.prompt_ids)) + list(r.prompt_ids) for r in requests])
+        mask = torch.tensor([[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in requests])
+        sampled = config.temperature > 0
+        generation = GenerationConfig(
+            max_new_tokens=config.max_new_tokens, do_sample=sampled, temperature=config.temperature if sampled else None,
+            top_p=config.top_p if sampled else None, top_k=0 if sampled else None, repetition_penalty=1.0,
+            eos_token_id=None if config.ignore_eos else eos, pad_token_id=pad,
+        )
+        if sampled:
+            torch.manual_seed(requests[0].seed)  # one generator per call: per-request seeds cannot apply
+        started = time.perf_counter()
+        with torch.inference_mode():
+            output = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+                                    generation_config=generation)
+        seconds = time.perf_counter() - started
+        results = []
+        for request, row in zip(requests, output[:, width:].tolist(), strict=True):
+            sink = TokenSink(stop_rule(config, frozenset({eos}), lambda t: tokenizer.decode(t, skip_special_tokens=True)))
+            sink.extend(row)
+            results.append(GenerationResult(request.request_id, sink.token_ids,
+                                            tokenizer.decode(sink.token_ids, skip_special_tokens=True),
+                                            sink.finish_reason or "length",
+                                            GenerationStats(new_tokens=len(sink.token_ids), wall_seconds=seconds)))
+        calls.append({"rows": len(requests), "sampled": sampled, "seed": requests[0].seed if sampled else None,
+                      "seconds": round(seconds, 2), "new_tokens": sum(len(r.token_ids) for r in results)})
+        return results
+
+    def run_batch(requests: list) -> list:
+        """The rows of one round (every waiting problem's batch), one generate() call per decode config."""
+        by_config: dict = {}
+        for index, request in enumerate(requests):
+            by_config.setdefault(request.config.model_dump_json(), []).append(index)
+        results: list = [None] * len(requests)
+        for indices in by_config.values():
+            for index, result in zip(indices, generate_rows([requests[i] for i in indices]), strict=True):
+                results[index] = result
+        return results
+
+    records = []
+    concurrency = spec["concurrency"]
+    started = time.perf_counter()
+    for result in solve_many(search.steps, plan.todo, FunctionExecutor(run_batch), concurrency, continuous=False):
+        records.append(problem_record(result, time.perf_counter() - started))
+    run_wall = time.perf_counter() - started
+    write_jsonl(out / "results.jsonl", records)
+    write_jsonl(out / "generate_calls.jsonl", calls)
+    dtype = str(runner.dtype).removeprefix("torch.")
+    return totals(records, run_wall, load_s) | {
+        "method": "transformers generate()", "dtype": dtype, "concurrency": concurrency,
+        "threads": spec["threads"], "slots": None,
+        "knobs": {"batching": "rounds: one generate() call for the greedy rows, one for the sampled rows, of up to --concurrency problems (left-padded)",
+                  "seeds": "torch.manual_seed(first sampled request's seed) per generate() call",
+                  "torch": torch.__version__, "transformers": __import__("transformers").__version__,
+                  "top_k": 0, "repetition_penalty": 1.0},
+        "chains": chain_settings(plan.search_config),
+    }
+
+
+# ---------------------------------------------------------------- records shared by the workers
+
+def problem_record(result, since_start: float) -> dict:
+    selection = result.selection
+    return {
+        "problem_id": result.problem.id, "answer": result.answer, "gold": str(result.problem.gold),
+        "correct": bool(result.correct), "new_tokens": result.metrics.new_tokens,
+        "votes": selection.votes if selection else None, "cot_answer": selection.cot_answer if selection else None,
+        "finished_after_s": round(since_start, 2),
+    }
+
+
+def totals(records: list[dict], run_wall: float, load_s: float) -> dict:
+    tokens = sum(r["new_tokens"] for r in records)
+    return {"problems": len(records), "correct": sum(r["correct"] for r in records), "new_tokens": tokens,
+            "run_wall_s": round(run_wall, 2), "load_s": round(load_s, 2),
+            "tokens_per_s": round(tokens / run_wall, 2) if run_wall > 0 else None}
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+# ---------------------------------------------------------------- systems a and c: the CLI as a child
+
+def read_cli_run(run_dir: Path) -> dict:
+    """Totals of a `seed-tot gsm8k` run from its results.jsonl, runs.jsonl and first trace."""
+    results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    runs = [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines() if line.strip()]
+    last = runs[-1] if runs else {}
+    tokens = sum(r["new_tokens"] for r in results)
+    engine, config = None, {}
+    traces = sorted((run_dir / "traces").glob("*.json"))
+    if traces:
+        config = json.loads(traces[0].read_text()).get("config", {})
+        engine = config.get("engine")
+    wall = last.get("wall_seconds")
+    return {
+        "problems": len(results), "correct": sum(bool(r["correct"]) for r in results), "new_tokens": tokens,
+        "run_wall_s": wall, "tokens_per_s": round(tokens / wall, 2) if wall else None,
+        "method": last.get("method"), "dtype": last.get("dtype"), "concurrency": last.get("concurrency"),
+        "driver_peak_rss_mib": last.get("peak_rss_mib"), "engine": engine,
+        "executor_settings": {k: v for k, v in config.items() if k not in ("engine",)} if config else None,
+    }
+
+
+def cli_command(spec: dict, system: str, out: Path) -> list[str]:
+    command = [sys.executable, "-m", "seed_tot", "gsm8k", *cli_args(spec), "--out", str(out / "run")]
+    if system == "c":
+        command += ["--method", "llama-cpp", "--server-parallel", str(spec["rows"])]
+    return command
+
+
+# ---------------------------------------------------------------- the harness
+
+def run_system(system: str, spec: dict, out_root: Path, script: Path) -> dict:
+    out = out_root / system
+    out.mkdir(parents=True)
+    if system in ("a", "c"):
+        command = cli_command(spec, system, out)
+    else:
+        (out / "spec.json").write_text(json.dumps(spec, indent=1))
+        command = [sys.executable, str(script), "--worker", system, "--out", str(out)]
+    click.echo(f"[{system}] {SYSTEMS[system]}: {shlex.join(command)}")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    measured = run_measured(command, out / "log.txt", env=env, cwd=str(ROOT))
+    row = {"system": system, "label": SYSTEMS[system], "command": shlex.join(command), **measured}
+    try:
+        if measured["returncode"] != 0:
+            raise RuntimeError(f"exit code {measured['returncode']}")
+        if system in ("a", "c"):
+            found = read_cli_run(out / "run")
+            found["threads"] = (found.get("engine") or {}).get("threads", spec["threads"])
+            found["slots"] = (found.get("engine") or {}).get("slots") if system == "c" else None
+            found["chains"] = spec["chains"]
+        else:
+            found = json.loads((out / "worker.json").read_text())
+        row.update(found)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        row["error"] = str(exc)
+        row["log_tail"] = (out / "log.txt").read_text(errors="replace")[-2000:]
+        click.echo(f"[{system}] failed ({exc}); see {out / 'log.txt'}", err=True)
+    (out / "measure.json").write_text(json.dumps(row, indent=1))
+    click.echo(f"[{system}] {row.get('correct')}/{row.get('problems')} correct, {row.get('new_tokens')} tokens, "
+               f"run {row.get('run_wall_s')} s, process {row['process_wall_s']} s, peak RSS {row['peak_rss_mib']} MiB")
+    return row
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data", default=DEFAULT_DATA, show_default=True, help="GSM8K jsonl file.")
+@click.option("--start", type=int, default=0, show_default=True, help="Index of the first problem.")
+@click.option("--limit", type=int, default=10, show_default=True, help="Number of problems.")
+@click.option("--systems", default="a,b,c", show_default=True, help="Comma-separated: a (seed-tot gsm8k default), "
+              "b (tuned llama.cpp + harness client), c (seed-tot gsm8k --method llama-cpp), d (transformers generate(), slow).")
+@click.option("--concurrency", type=int, default=4, show_default=True, help="Problems at once, the same for every system.")
+@click.option("--threads", type=int, default=None, help="Threads of every system (torch's, llama.cpp's). Default: the cores available.")
+@click.option("--out", "out_dir", default="runs/engine-peers", show_default=True, type=click.Path(file_okay=False))
+@click.option("--tiny", is_flag=True, help="The tiny random-weight pair (smoke test; answers are gibberish).")
+@click.option("--force", is_flag=True, help="Delete OUT/<system> folders left by an earlier run first.")
+@click.option("--worker", type=click.Choice(["b", "d"]), default=None, hidden=True)
+def main(data, start, limit, systems, concurrency, threads, out_dir, tiny, force, worker):
+    """Run GSM8K's default chains-of-thought vote through several engines, one after another, and
+    compare wall time, tokens/s, accuracy and peak memory (OUT/summary.md, OUT/summary.json)."""
+    out_root = Path(out_dir)
+    if worker is not None:  # inside the child process of system b or d
+        out = out_root
+        spec = json.loads((out / "spec.json").read_text())
+        found = worker_b(spec, out) if worker == "b" else worker_d(spec, out)
+        (out / "worker.json").write_text(json.dumps(found, indent=1))
+        return
+    chosen = [s.strip() for s in systems.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SYSTEMS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"unknown system(s) {unknown}: choose from {', '.join(SYSTEMS)}", param_hint="--systems")
+    if limit < 1 or concurrency < 1:
+        raise click.BadParameter("--limit and --concurrency must be at least 1")
+    command_line = shlex.join([sys.executable, *sys.argv])
+    data_path = Path(data) if Path(data).exists() or Path(data).is_absolute() else ROOT / data
+    spec = {"data": str(data_path.resolve()), "start": start, "limit": limit,
+            "concurrency": concurrency, "threads": threads or cores_available(), "tiny": tiny}
+    for system in chosen:
+        if (out_root / system).exists():
+            if not force:
+                raise click.UsageError(f"{out_root / system} exists: choose another --out, or pass --force to replace it.")
+            shutil.rmtree(out_root / system)
+    out_root.mkdir(parents=True, exist_ok=True)
+    plan = plan_for(spec, "llama-cpp", out_root / "_plan")  # no model loads: the settings and problems only
+    spec["chains"] = chain_settings(plan.search_config)
+    spec["rows"] = min(concurrency, len(plan.todo)) * spec["chains"]["chains"]
+    spec["problem_ids"] = [p.id for p in plan.todo]
+    spec["data_file"] = plan.data_file
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rows = [run_system(system, spec, out_root, Path(__file__).resolve()) for system in chosen]
+    summary = {
+        "command": command_line, "started_utc": started, "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cores_available": cores_available(), "cpu_count": os.cpu_count(), "host": os.uname().nodename,
+        "problems": spec["problem_ids"], "data_file": spec["data_file"], "concurrency": concurrency,
+        "rows_in_flight": spec["rows"], "threads": spec["threads"], "tiny": tiny, "chains": spec["chains"],
+        "systems": rows,
+    }
+    (out_root / "summary.json").write_text(json.dumps(summary, indent=1))
+    notes = [
+        f"# Engine peers: GSM8K problems {start}..{start + len(spec['problem_ids']) - 1}", "",
+        f"Command: `{command_line}`", "",
+        f"Started {started}, {cores_available()} cores available, {concurrency} problems at once, "
+        f"{spec['rows']} rows in flight, {spec['chains']['chains']} chains per problem (greedy + sampled, voting).", "",
+        markdown_table(rows),
+        "wall: run = from the first request to the last answer (models loaded); process = the whole child process. "
+        "tokens/s = new tokens / run wall. peak RSS: the child's process tree, summed (llama.cpp's server included). "
+        "load: 1-minute load average before / after.", "",
+    ]
+    notes += [f"- {row['system']}: `{row['command']}`" + (f" (FAILED: {row['error']}; see {row['log']})" if "error" in row else "")
+              for row in rows]
+    (out_root / "summary.md").write_text("\n".join(notes) + "\n")
+    click.echo(markdown_table(rows))
+    click.echo(f"wrote {out_root / 'summary.json'} and {out_root / 'summary.md'}")
+    if any("error" in row for row in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
