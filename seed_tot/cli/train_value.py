@@ -21,6 +21,7 @@ from seed_tot.errors import ConfigError, SeedTotError
 
 DEFAULT_LAYER_FRACTIONS = (0.25, 0.5, 0.75)
 ROLLOUT_ENGINES = ("in-process", "llama-cpp")
+ROLLOUT_REQUEST_TIMEOUT_S = 24 * 3600.0
 L2_GRID = (0.01, 0.1, 1.0)
 
 
@@ -55,7 +56,7 @@ def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
 def chains_of_pool(pool: Path, samples: int | None = None) -> list:
     """Every pool problem's chains with their outcome (the vote's answer rule, scored against the
     gold): the greedy chain and the samples (the first `samples` of them when given)."""
-    from seed_tot.cli.compare import bundled_loader, chain_answer, pool_problems
+    from seed_tot.observe.comparison import bundled_loader, chain_answer, pool_problems
     from seed_tot.values.store import Chain, ProblemChains
     from tasks import get_task
 
@@ -74,11 +75,12 @@ def chains_of_pool(pool: Path, samples: int | None = None) -> list:
 
 def open_rollout_executor(engine: str, target_name: str, target, rows: int) -> tuple:
     """(executor, method name, engine record) for sampling rollouts. llama.cpp gets a slot for every
-    row in flight and all the cores."""
+    row in flight and all the cores, and no request timeout: on a busy machine a wide batch can take
+    longer than the task commands' timeout, and a retry would only start the chain again."""
     if engine == "llama-cpp":
         from seed_tot.engines.setup import open_llama_cpp
 
-        run = open_llama_cpp(target_name, slots=rows)
+        run = open_llama_cpp(target_name, slots=rows, timeout=ROLLOUT_REQUEST_TIMEOUT_S)
         keep = ("engine", "build", "xllamacpp", "model_file", "model_sha256", "threads", "slots", "ctx_per_slot", "sampler")
         return run.executor, "llama-cpp", {k: v for k, v in run.engine.items() if k in keep}
     from seed_tot.scheduling.factory import make_executor
