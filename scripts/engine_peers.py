@@ -285,7 +285,8 @@ def problem_record(result, since_start: float) -> dict:
 
 def totals(records: list[dict], run_wall: float, load_s: float) -> dict:
     tokens = sum(r["new_tokens"] for r in records)
-    return {"problems": len(records), "correct": sum(r["correct"] for r in records), "new_tokens": tokens,
+    return {"per_problem": [{k: r[k] for k in ("problem_id", "answer", "gold", "correct", "new_tokens")} for r in records],
+            "problems": len(records), "correct": sum(r["correct"] for r in records), "new_tokens": tokens,
             "run_wall_s": round(run_wall, 2), "load_s": round(load_s, 2),
             "tokens_per_s": round(tokens / run_wall, 2) if run_wall > 0 else None}
 
@@ -309,6 +310,7 @@ def read_cli_run(run_dir: Path) -> dict:
         engine = config.get("engine")
     wall = last.get("wall_seconds")
     return {
+        "per_problem": [{k: r.get(k) for k in ("problem_id", "answer", "gold", "correct", "new_tokens")} for r in results],
         "problems": len(results), "correct": sum(bool(r["correct"]) for r in results), "new_tokens": tokens,
         "run_wall_s": wall, "tokens_per_s": round(tokens / wall, 2) if wall else None,
         "method": last.get("method"), "dtype": last.get("dtype"), "concurrency": last.get("concurrency"),
@@ -357,6 +359,21 @@ def run_system(system: str, spec: dict, out_root: Path, script: Path) -> dict:
     click.echo(f"[{system}] {row.get('correct')}/{row.get('problems')} correct, {row.get('new_tokens')} tokens, "
                f"run {row.get('run_wall_s')} s, process {row['process_wall_s']} s, peak RSS {row['peak_rss_mib']} MiB")
     return row
+
+
+def answers_table(rows: list[dict], problem_ids: list[str]) -> list[str]:
+    """Markdown lines: each problem's gold answer and every system's answer (* = correct)."""
+    found = {row["system"]: {p["problem_id"]: p for p in row.get("per_problem") or []} for row in rows}
+    lines = ["| problem | gold | " + " | ".join(row["system"] for row in rows) + " |",
+             "|---|---|" + "---|" * len(rows)]
+    for problem_id in problem_ids:
+        gold = next((found[r["system"]][problem_id]["gold"] for r in rows if problem_id in found[r["system"]]), "-")
+        cells = []
+        for row in rows:
+            record = found[row["system"]].get(problem_id)
+            cells.append("-" if record is None else f"{record['answer']}{' *' if record['correct'] else ''}")
+        lines.append(f"| {problem_id} | {gold} | " + " | ".join(cells) + " |")
+    return [*lines, "", "(* = correct)", ""]
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -422,6 +439,11 @@ def main(data, start, limit, systems, concurrency, threads, out_dir, tiny, force
         "tokens/s = new tokens / run wall. peak RSS: the child's process tree, summed (llama.cpp's server included). "
         "load: 1-minute load average before / after.", "",
     ]
+    notes += answers_table(rows, spec["problem_ids"])
+    cores = cores_available()
+    notes += [f"Note: system {row['system']} started with a 1-minute load average of {row['load_before'][0]} on "
+              f"{cores} cores: the machine was shared, so its times are not those of a quiet machine.\n"
+              for row in rows if row["load_before"][0] > cores]
     notes += [f"- {row['system']}: `{row['command']}`" + (f" (FAILED: {row['error']}; see {row['log']})" if "error" in row else "")
               for row in rows]
     (out_root / "summary.md").write_text("\n".join(notes) + "\n")

@@ -53,6 +53,7 @@ def test_summary_has_every_system_with_plausible_fields(peers):
         assert row["peak_rss_largest_process_mib"] <= row["peak_rss_mib"]
         assert len(row["load_before"]) == 3 and len(row["load_after"]) == 3
         assert row["threads"] == 1
+        assert [p["problem_id"] for p in sorted(row["per_problem"], key=lambda p: p["problem_id"])] == summary["problems"]
         assert f"| {row['system']}: " in markdown
         assert (peers / row["system"] / "log.txt").is_file() and (peers / row["system"] / "measure.json").is_file()
     rows = {row["system"]: row for row in summary["systems"]}
@@ -61,6 +62,8 @@ def test_summary_has_every_system_with_plausible_fields(peers):
     assert rows["c"]["engine"]["model_sha256"] == rows["b"]["knobs"]["model_sha256"]
     assert rows["b"]["chains"] == rows["c"]["chains"] == summary["chains"]
     assert markdown_table(summary["systems"]) in markdown
+    for problem_id in summary["problems"]:  # the answers table: gold, then each system's answer
+        assert f"| {problem_id} | " in markdown
 
 
 @pytest.mark.slow
