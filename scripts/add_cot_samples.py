@@ -22,10 +22,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from seed_tot.cli.run_report import problem_of, read_jsonl, trace_of
+from seed_tot.cli.task_run import select_problems
 from seed_tot.errors import SeedTotError
 from seed_tot.models.loading import load_model
-from seed_tot.cli.task_run import select_problems
+from seed_tot.observe.comparison.runs import problem_of, read_jsonl, trace_of
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import BFSConfig, search_class
 from seed_tot.values.rollouts import POOL_FILE, collect_chains, missing_chains

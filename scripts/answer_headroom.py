@@ -19,8 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from seed_tot.cli.run_report import problem_of, read_jsonl, report_run, trace_of
 from seed_tot.errors import SeedTotError
+from seed_tot.observe.comparison.runs import problem_of, read_jsonl, report_run, trace_of
 from seed_tot.observe.trace import tree_from_trace
 from seed_tot.search.answers import is_chain_of_thought, vote_candidates
 from seed_tot.task import Problem, Task

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from seed_tot.cli.run_report import search_choice
+from seed_tot.observe.comparison.runs import search_choice
 from seed_tot.observe.paired_stats import paired_bootstrap
 from seed_tot.observe.trace import load_trace
 from seed_tot.task import Problem

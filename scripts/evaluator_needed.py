@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from seed_tot.cli.compare import SELF_CONSISTENCY_K, load_folders
+from seed_tot.observe.comparison import SELF_CONSISTENCY_K, load_folders
 from seed_tot.observe.evaluator_needed import (
     break_even_auroc,
     draw_subsets,

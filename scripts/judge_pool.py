@@ -44,10 +44,10 @@ def main(pool: Path, train_dir: Path, curve: str, samples: int | None, report: P
 
 
 def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, report: Path) -> None:
-    from seed_tot.cli.compare import bundled_loader, pool_chains
     from seed_tot.cli.train_value import chains_of_pool, feature_settings
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.models.loading import load_model
+    from seed_tot.observe.comparison import bundled_loader, pool_chains
     from seed_tot.observe.rerank import rerank_table
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head

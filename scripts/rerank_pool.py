@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from seed_tot.cli.compare import (
+from seed_tot.observe.comparison import (
     SELF_CONSISTENCY_K,
     VALUES_FILE,
     bundled_loader,

@@ -206,7 +206,7 @@ def test_add_cot_samples_sends_what_the_search_itself_would_send(tmp_path):
     sampled = sorted((node.info["cot_sample"], node.thought) for node in trace.nodes if node.info.get("cot_sample"))
     assert len(sampled) == 2 and [text.strip() for text in added["samples"]] == [text for _, text in sampled]
     assert len(added["finish_reasons"]) == len(added["sample_token_counts"]) == 2
-    from seed_tot.cli.report import report_run
+    from seed_tot.observe.comparison import report_run
     from tasks import get_task
 
     assert report_run(without, get_task)[0].answers["final"] == trace.final_answer  # the report votes as the run did

@@ -9,7 +9,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER
 from test_report import task, write_run
 
-from seed_tot.cli.compare import comparison_report, draw, run_label
+from seed_tot.observe.comparison import comparison_report, draw, run_label
 from seed_tot.observe.paired_stats import expected_vote_accuracy, majority_credit, mcnemar_exact, paired_bootstrap
 from seed_tot.search import BFS, BestOfN, BFSConfig, SearchConfig
 from seed_tot.search.answers import select_answer
@@ -224,3 +224,13 @@ def test_two_tree_runs_are_set_against_each_other_by_problem(tmp_path):
         assert "-100.0 points" in line and line.endswith("the first named is worse")
     alone, _ = comparison_report([tmp_path / "right"], lambda name: task())
     assert " vs run " not in alone  # one run: nothing to pair
+
+
+def test_the_plot_takes_its_numbers_from_the_points_not_their_labels(tmp_path):
+    from seed_tot.observe.comparison.points import BEST_OF_K, GREEDY, RUN, SELF_CONSISTENCY, Point
+
+    points = [Point("chains, greedy", [1.0, 0.0], 10, GREEDY),
+              Point("vote of two", [1.0, 1.0], 20, SELF_CONSISTENCY, k=2),
+              Point("best of two", [0.0, 1.0], 20, BEST_OF_K, k=2),
+              Point("a tree", [0.0, 1.0], 30, RUN, name="tree")]
+    assert draw(points, tmp_path / "plot.png", ["folder"]).stat().st_size > 0

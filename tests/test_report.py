@@ -9,8 +9,8 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER
 
 from seed_tot.api import to_trace
-from seed_tot.cli.report import report_run, table
 from seed_tot.errors import SeedTotError
+from seed_tot.observe.comparison import report_run, table
 from seed_tot.observe.trace import write_trace
 from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot.records import ProblemRecord, append_record

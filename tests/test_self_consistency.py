@@ -6,7 +6,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER
 from test_report import task, write_run
 
-from seed_tot.cli.compare import comparison_report
+from seed_tot.observe.comparison import comparison_report
 from seed_tot.errors import ConfigError
 from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot.search import BFS, BestOfN, BFSConfig, SearchConfig, SelfConsistency

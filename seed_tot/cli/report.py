@@ -1,5 +1,5 @@
-"""`seed-tot report RUN [RUN...]`: each run's accuracy, answer rule by answer rule
-(seed_tot/cli/run_report.py), then the compute-matched comparison (seed_tot/cli/compare.py)."""
+"""`seed-tot report RUN [RUN...]`: each run's accuracy, answer rule by answer rule, then the
+compute-matched comparison and its plot (the analysis lives in seed_tot/observe/comparison/)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
-from seed_tot.cli.compare import comparison_report, draw
-from seed_tot.cli.run_report import problem_line, report_run, run_wall_per_problem, table
 from seed_tot.errors import SeedTotError
+from seed_tot.observe.comparison.plot import draw
+from seed_tot.observe.comparison.runs import report_run, run_wall_per_problem
+from seed_tot.observe.comparison.text import comparison_report, problem_line, table
 
-__all__ = ["report", "report_run", "table"]
+__all__ = ["report"]
 
 
 @click.command()

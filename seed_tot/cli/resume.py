@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from seed_tot.cli.run_report import trace_of
 from seed_tot.errors import ConfigError, SeedTotError
+from seed_tot.observe.comparison.runs import trace_of
 from seed_tot.observe.trace import Trace
 from seed_tot.records import read_json_lines
 

@@ -20,19 +20,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from seed_tot.errors import SeedTotError
+from seed_tot.observe.comparison.pools import sample_indices  # the pool rows' format, read there too
 from seed_tot.observe.trace import jsonable
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import read_json_lines
 from seed_tot.search.base import SearchConfig, cot_requests
 
 POOL_FILE = "cot_samples.jsonl"
-
-
-def sample_indices(row: dict) -> list[int]:
-    """The chain indices a pool row holds: 0 for a pool's greedy chain, then the samples (rows
-    written before indices were stored hold samples 1..N)."""
-    indices = row.get("sample_indices", list(range(1, len(row["samples"]) + 1)))
-    return ([0] if "greedy" in row else []) + list(indices)
 
 
 def hold_output(out_path: Path):
