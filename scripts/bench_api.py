@@ -10,8 +10,13 @@ Both get the arguments after `--` unchanged (e.g. --depth 2 --max-new-tokens 64)
 same settings. Tree contents differ between the two (an API problem's id is derived from its text, a
 CLI problem's from its data row, and request seeds derive from the id), so compare speeds, not answers.
 
-  python scripts/bench_api.py --limit 16 --levels 1,4,16 --out runs/bench_api -- --depth 2
+  python scripts/bench_api.py --limit 16 --levels 1,4,16 --out runs/bench_api -- --depth 2 --threads 2
   python scripts/bench_api.py --tiny --limit 4 --levels 1,2 --out /tmp/bench_api_tiny -- --max-new-tokens 8
+
+Pass the same --threads to both (after `--`) on a busy machine: torch's default (every core) makes a
+process that shares its cores with other work far slower, and the CLI's main thread and the API's
+driver thread may not be hit alike (on this 2-core machine under a load of 7, one tiny-pair CLI problem
+took 69.6 s with 2 threads and 3.8 s with OMP_NUM_THREADS=1).
 
 Prints a table (requests per minute, tokens/s) and writes OUT/bench_api.json.
 """

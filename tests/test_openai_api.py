@@ -185,6 +185,24 @@ def test_many_users_share_one_batch_and_each_answer_is_its_own(server):
     assert server.service.driver.running == []
 
 
+def test_round_by_round_batching_answers_as_the_continuous_batch(server, tmp_path):
+    # float32: a row's tokens do not depend on the rows beside it, nor on how the trees share the executor
+    rounds = ServerThread(ApiService(tiny_options(tmp_path, batching="rounds"), tmp_path)).start()
+    try:
+        def ask(url: str, index: int) -> str:
+            reply = httpx.post(url + "/v1/chat/completions", timeout=120, json={
+                "model": "gsm8k/bfs", "messages": [{"role": "user", "content": f"What is {index} squared?"}],
+                "max_tokens": 8, "seed": index})
+            return reply.json()["choices"][0]["message"]["content"]
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            continuous = list(pool.map(lambda i: ask(server.url, i), range(4)))
+            by_rounds = list(pool.map(lambda i: ask(rounds.url, i), range(4)))
+        assert by_rounds == continuous
+    finally:
+        rounds.stop()
+
+
 def test_a_client_that_goes_away_cancels_its_tree_only(server):
     driver = server.service.driver
     long = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "Count to one thousand, slowly."}],

@@ -28,6 +28,7 @@ from seed_tot.cli.api_server.replies import choice_of
 from seed_tot.cli.api_server.service import ApiService, Finished
 
 POLL_SECONDS = 0.5  # how often a waiting request checks that its client is still there
+MAX_BODY_BYTES = 1 << 20
 
 
 def _error(exc: ApiError) -> JSONResponse:
@@ -88,8 +89,11 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
         return path
 
     async def _complete(request: Request, parse) -> Response:
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            raise ApiError(413, f"The request body has {len(raw)} bytes: send at most {MAX_BODY_BYTES}.")
         try:
-            body = json.loads(await request.body() or b"null")
+            body = json.loads(raw or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise ApiError(400, "The request body is not valid JSON.") from None
         req = parse(body)

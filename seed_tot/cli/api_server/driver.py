@@ -101,16 +101,19 @@ class TreeDriver:
         with self._lock:
             self._closing = True
         if not drain:
-            for job in list(self.running) + list(self._incoming.queue):
-                if job is not None:
-                    job.cancelled = True
+            for job in list(self.running) + self._queued_jobs():
+                job.cancelled = True
         self._incoming.put(None)
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
     @property
     def queued(self) -> int:
-        return sum(1 for job in list(self._incoming.queue) if job is not None)
+        return len(self._queued_jobs())
+
+    def _queued_jobs(self) -> list[Job]:
+        with self._incoming.mutex:
+            return [job for job in self._incoming.queue if job is not None]
 
     # --- driver thread ------------------------------------------------------------------
     def _loop(self) -> None:
@@ -135,7 +138,7 @@ class TreeDriver:
                     self._reset()
                 self._retire()
         finally:
-            for job in list(self.running) + [j for j in list(self._incoming.queue) if j is not None]:
+            for job in list(self.running) + self._queued_jobs():
                 self._fail(job, DriverClosed("The server shut down before this tree was finished."))
             self.executor.close()
 
