@@ -18,6 +18,7 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
+from conftest import requires_real_models  # noqa: E402
 from seed_tot.cli.api_server.server import ServerThread, free_port  # noqa: E402
 from seed_tot.cli.api_server.service import ApiService  # noqa: E402
 from seed_tot.cli.task_run import TaskRunOptions  # noqa: E402
@@ -304,3 +305,32 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
         assert (tmp_path / "traces" / f"{reply.json()['seed_tot']['trace_id']}.json").is_file()
     else:  # the signal came first: refused cleanly
         assert reply.status_code == 503
+
+
+@requires_real_models
+def test_the_default_models_answer_a_gsm8k_question(tmp_path):
+    options = tiny_options(tmp_path, tiny=False, dtype="auto", max_new_tokens=None, value_max_new_tokens=128,
+                           n_thoughts=3, depth=None, cot_samples=2, concurrency=4)
+    running = ServerThread(ApiService(options, tmp_path)).start()
+    try:
+        client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=1800)
+        reply = client.chat.completions.create(model="gsm8k/self-consistency", seed=0, messages=[
+            {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many apples does he have now?"}])
+        assert reply.model_extra["seed_tot"]["answer"] == "7"
+        assert reply.choices[0].message.content.endswith("Answer: 7")
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--port", "0"], "--port must be between 1 and 65535"),
+    (["--search", "bfs"], "each model id names its search"),
+    (["--concurrency", "0"], "--concurrency must be at least 1"),
+])
+def test_bad_server_options_end_in_one_sentence(tmp_path, args, needle):
+    from click.testing import CliRunner
+
+    from seed_tot.cli import main
+
+    result = CliRunner().invoke(main, ["api", "--tiny", "--out", str(tmp_path), "--port", str(free_port()), *args])
+    assert result.exit_code == 2 and needle in result.output

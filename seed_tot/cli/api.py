@@ -21,6 +21,28 @@ def server_options(f):
     return f
 
 
+def check_address(host: str, port: int) -> None:
+    """Refuse an address this process cannot listen on, before any model loads."""
+    import socket
+
+    from seed_tot.errors import ConfigError
+
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port must be between 1 and 65535 (got {port}).")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise ConfigError(f"Cannot listen on --host {host!r} ({exc.strerror}): pass an address of this machine.") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            raise ConfigError(f"Cannot listen on {host}:{port} ({exc.strerror}): pass another --port, or stop "
+                              "what uses it.") from None
+
+
 @click.command("api")
 @server_options
 @model_options
@@ -37,6 +59,9 @@ def api(host: str, port: int, api_key: str | None, concurrency: int | None, batc
     from seed_tot.cli.api_server.server import serve
     from seed_tot.cli.api_server.service import ApiService
 
+    check_address(host, port)
+    if api_key is None and host not in ("127.0.0.1", "localhost", "::1"):
+        click.echo(f"warning: listening on {host} without --api-key: anyone who reaches this port can use it", err=True)
     opts = TaskRunOptions(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
                           resume=False, concurrency=concurrency, batching=batching)
     click.echo("loading models ...", err=True)
