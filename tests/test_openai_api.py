@@ -204,6 +204,16 @@ def test_round_by_round_batching_answers_as_the_continuous_batch(server, tmp_pat
         rounds.stop()
 
 
+def test_a_full_queue_answers_429(tmp_path):
+    small = ServerThread(ApiService(tiny_options(tmp_path, concurrency=1), tmp_path, max_queue=1)).start()
+    try:
+        reply = httpx.post(small.url + "/v1/completions", timeout=30, json={
+            "model": "gsm8k/self-consistency", "prompt": "What is 1 plus 1?", "n": 2, "max_tokens": 4})
+        assert reply.status_code == 429 and reply.json()["error"]["code"] == "queue_full"
+    finally:
+        small.stop()
+
+
 def test_a_client_that_goes_away_cancels_its_tree_only(server):
     driver = server.service.driver
     long = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "Count to one thousand, slowly."}],

@@ -13,6 +13,7 @@ def server_options(f):
         click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on."),
         click.option("--api-key", "api_key", envvar="SEED_TOT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' on every route but /health (also from $SEED_TOT_API_KEY)."),
         click.option("--concurrency", type=int, default=None, help="Trees grown at once in the one shared batch (more requests wait in a queue). Default: 16 for the batched methods, 1 for the others."),
+        click.option("--max-queue", "max_queue", type=int, default=256, show_default=True, help="Trees that may wait beyond --concurrency; a request beyond them gets 429 (retry later)."),
         click.option("--batching", type=click.Choice(["continuous", "rounds"]), default="continuous", show_default=True, help="How the trees share a batched executor (as for the task commands)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False), default="runs/api", show_default=True, help="Folder for the traces (OUT/traces/<trace id>.json)."),
         click.option("--shutdown-timeout", "shutdown_timeout", type=float, default=60.0, show_default=True, help="On Ctrl-C/SIGTERM: seconds the requests in flight may take to finish before their trees are cancelled."),
@@ -49,7 +50,7 @@ def check_address(host: str, port: int) -> None:
 @method_options
 @search_options
 @decode_options
-def api(host: str, port: int, api_key: str | None, concurrency: int | None, batching: str, out_dir: str,
+def api(host: str, port: int, api_key: str | None, concurrency: int | None, max_queue: int, batching: str, out_dir: str,
         shutdown_timeout: float, **options) -> None:
     """Serve an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions, streaming)
     whose model ids name a task and a search, e.g. gsm8k/self-consistency, blocksworld/mcts. The
@@ -65,7 +66,7 @@ def api(host: str, port: int, api_key: str | None, concurrency: int | None, batc
     opts = TaskRunOptions(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
                           resume=False, concurrency=concurrency, batching=batching)
     click.echo("loading models ...", err=True)
-    service = ApiService(opts, out_dir)
+    service = ApiService(opts, out_dir, max_queue=max_queue)
     click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.opts.method}, concurrency "
                f"{service.opts.concurrency}); models: {', '.join(service.catalog)}", err=True)
     serve(service, host=host, port=port, api_key=api_key, shutdown_timeout=shutdown_timeout)

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from seed_tot.errors import SeedTotError
 from seed_tot.cli.api_server.catalog import OptionError, request_config
-from seed_tot.cli.api_server.driver import DriverClosed
+from seed_tot.cli.api_server.driver import DriverClosed, QueueFull
 from seed_tot.cli.api_server.problems import ProblemError, problem_from_text
 from seed_tot.cli.api_server.protocol import ApiError, ParsedRequest, chunk, parse_chat, parse_completion, reply, usage
 from seed_tot.cli.api_server.replies import choice_of
@@ -129,12 +129,11 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
                                 on_progress=lambda event, i=i: post(("progress", i, event)))
                 for i, config in enumerate(configs)]
         try:
-            for job in jobs:
-                service.driver.submit(job)
+            service.driver.submit(jobs)
         except DriverClosed as exc:
-            for job in jobs:
-                service.driver.cancel(job)
             raise ApiError(503, str(exc), type_="server_error", code="shutting_down") from None
+        except QueueFull as exc:
+            raise ApiError(429, str(exc), type_="rate_limit_error", code="queue_full") from None
         reply_id = ("chatcmpl-" if req.kind == "chat" else "cmpl-") + jobs[0].job_id
         created = int(time.time())
         if req.stream:

@@ -35,6 +35,10 @@ class DriverClosed(SeedTotError):
     """The server is shutting down and accepts no new request."""
 
 
+class QueueFull(SeedTotError):
+    """More trees wait than the server was told to hold (--max-queue)."""
+
+
 @dataclass(eq=False)
 class Job:
     """One request's tree: its id (the trace id), search, problem and callbacks (driver thread)."""
@@ -68,11 +72,12 @@ class TreeDriver:
     """Owns `executor` on its own thread; `submit` jobs from any thread, `close` to stop."""
 
     def __init__(self, executor: Executor, concurrency: int, finish: Callable[[Job, SearchResult], Any],
-                 continuous: bool = True) -> None:
+                 continuous: bool = True, max_queue: int | None = None) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
         self.executor = executor
         self.concurrency = concurrency
+        self.max_queue = max_queue
         self.finish = finish
         self.continuous = continuous and isinstance(executor, ContinuousBatching)
         self._incoming: queue.Queue[Job | None] = queue.Queue()
@@ -84,11 +89,16 @@ class TreeDriver:
         self._thread.start()
 
     # --- any thread ---------------------------------------------------------------------
-    def submit(self, job: Job) -> None:
+    def submit(self, jobs: list[Job]) -> None:
+        """Queue the jobs of one request, all or none."""
         with self._lock:
             if self._closing:
                 raise DriverClosed("The server is shutting down: send the request again once it is back.")
-            self._incoming.put(job)
+            if self.max_queue is not None and self.queued + len(jobs) > self.max_queue:
+                raise QueueFull(f"{self.queued} trees already wait for the {self.concurrency} being grown: "
+                                "send the request again in a moment.")
+            for job in jobs:
+                self._incoming.put(job)
 
     def cancel(self, job: Job) -> None:
         """Stop advancing `job` (its result, if any, is dropped); safe after it finished."""

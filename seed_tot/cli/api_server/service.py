@@ -49,13 +49,19 @@ def resolved_options(opts):
     return opts
 
 
+def check_max_queue(max_queue: int | None) -> None:
+    if max_queue is not None and max_queue < 1:
+        raise ConfigError(f"--max-queue must be at least 1 (got {max_queue}).")
+
+
 class ApiService:
     """Loads the models and executor of `opts` (a TaskRunOptions), starts the driver thread."""
 
-    def __init__(self, opts, out_dir: str | Path) -> None:
+    def __init__(self, opts, out_dir: str | Path, max_queue: int | None = None) -> None:
         from seed_tot.cli.task_run import check_memory_before_loading, executor_options
         from seed_tot.scheduling.factory import ENGINE_METHODS
 
+        check_max_queue(max_queue)
         self.opts = opts = resolved_options(opts)
         method_settings = executor_options(opts)
         if opts.method not in ENGINE_METHODS:
@@ -66,7 +72,7 @@ class ApiService:
         executor, self.tokenizer, self.models, self.extra_config = self._load(opts, method_settings)
         self.executor = executor
         self.driver = TreeDriver(executor, opts.concurrency, finish=self._finish,
-                                 continuous=opts.batching == "continuous")
+                                 continuous=opts.batching == "continuous", max_queue=max_queue)
 
     @staticmethod
     def _load(opts, method_settings: dict):
