@@ -18,9 +18,11 @@ dtypes the samples can differ slightly from a full run's: batch shapes change th
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+import click
 
 from seed_tot.cli.task_run import select_problems
 from seed_tot.errors import SeedTotError
@@ -35,20 +37,21 @@ POOL_TARGET = "default-target"
 IN_PROCESS = {"batched", "batched-lookup"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path)
-    parser.add_argument("--samples", type=int, default=4, help="sampled chains per problem in all (indices 1..N)")
-    parser.add_argument("--per-call", type=int, default=8, help="problems per executor call")
-    parser.add_argument("--dtype", default="auto", help="the run's --dtype (auto: as the CLI chooses)")
-    parser.add_argument("--method", choices=sorted(IN_PROCESS), help="default: the run's own method when it is "
-                        "one of these (else batched); batched-lookup for a pool")
-    parser.add_argument("--task", help="a pool for problems without a tree run: the task of --start/--limit")
-    parser.add_argument("--data", type=Path, help="a pool's data file (default: the task's bundled test problems)")
-    parser.add_argument("--start", type=int, default=0)
-    parser.add_argument("--limit", type=int)
-    parser.add_argument("--target", default=POOL_TARGET, help="the pool's target model (runs use their own)")
-    args = parser.parse_args()
+@click.command(help=__doc__.split("\n\n")[0])
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option("--samples", type=int, default=4, show_default=True, help="sampled chains per problem in all (indices 1..N)")
+@click.option("--per-call", type=int, default=8, show_default=True, help="problems per executor call")
+@click.option("--dtype", default="auto", show_default=True, help="the run's --dtype (auto: as the CLI chooses)")
+@click.option("--method", type=click.Choice(sorted(IN_PROCESS)), default=None,
+              help="default: the run's own method when it is one of these (else batched); batched-lookup for a pool")
+@click.option("--task", default=None, help="a pool for problems without a tree run: the task of --start/--limit")
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help="a pool's data file (default: the task's bundled test problems)")
+@click.option("--start", type=int, default=0, show_default=True)
+@click.option("--limit", type=int, default=None)
+@click.option("--target", default=POOL_TARGET, show_default=True, help="the pool's target model (runs use their own)")
+def main(**options) -> None:
+    args = SimpleNamespace(**options)
     try:
         jobs, task, target_name = pool_jobs(args) if args.task else run_jobs(args)
         generate(args, jobs, task, target_name)

@@ -14,10 +14,11 @@ chains count, chains added afterwards (cot_samples.jsonl) do not, though the fin
 
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import click
 
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.comparison.runs import problem_of, read_jsonl, report_run, trace_of
@@ -70,15 +71,14 @@ def run_outcomes(run: Path, task_of=get_task) -> list[tuple[bool, list[bool], li
     return outcomes
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", type=Path, nargs="+")
-    args = parser.parse_args()
+@click.command(help=__doc__.split("\n\n")[0])
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+def main(runs: tuple[Path, ...]) -> None:
     print("| run | problems | final correct | a tree leaf is correct | a leaf or chain is correct "
           "| mean share of correct leaves |")
     print("|---|---|---|---|---|---|")
     try:
-        for run in args.runs:
+        for run in runs:
             h = headroom(run_outcomes(run))
             print(f"| {run} | {h.problems} | {h.final} | {h.leaf_holds_gold} | {h.candidate_holds_gold} "
                   f"| {h.correct_leaf_share:.2f} |")

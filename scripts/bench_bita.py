@@ -15,17 +15,17 @@ checkpoint); "trained" loads the checkpoint. Prompts are GSM8K test rows start+1
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import click
 import torch
 
 from seed_tot.bench import machine_facts
-from seed_tot.cli.fastcot import gsm8k_problems
 from seed_tot.fastcot_calibration import cot_prompt_ids
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
@@ -33,22 +33,9 @@ from seed_tot.decoding.bita import BitaDecoder
 from seed_tot.decoding.bita_params import init_prompt, load_prompt
 from seed_tot.decoding.lookahead import lookahead_decode
 from seed_tot.models import load_model
+from tasks.gsm8k import Gsm8kTask
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="default-draft", help="the frozen model (the checkpoint's)")
-    parser.add_argument("--tiny", action="store_true", help="tiny random model (smoke test)")
-    parser.add_argument("--checkpoint", default=None, help="trained BiTA parameters (bita.safetensors)")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--start", type=int, default=0, help="first GSM8K test row index (0 = row 1)")
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--lookahead", default="4,3,4", help="W,N,G of the lookahead row")
-    parser.add_argument("--candidates", default="5,3", help="BiTA top-k at the first level, one row each")
-    parser.add_argument("--output", default="bench_bita.json")
-    return parser.parse_args()
 
 
 def methods(target, args) -> list[tuple[str, object]]:
@@ -101,12 +88,25 @@ def _rate(rows: list[dict]) -> float:
     return sum(r["new_tokens"] for r in rows) / sum(r["wall_seconds"] for r in rows)
 
 
-def main() -> None:
-    args = parse_args()
+@click.command(help=__doc__)
+@click.option("--model", default="default-draft", show_default=True, help="the frozen model (the checkpoint's)")
+@click.option("--tiny", is_flag=True, help="tiny random model (smoke test)")
+@click.option("--checkpoint", default=None, help="trained BiTA parameters (bita.safetensors)")
+@click.option("--dtype", default="auto", show_default=True)
+@click.option("--threads", type=int, default=None)
+@click.option("--start", type=int, default=0, show_default=True, help="first GSM8K test row index (0 = row 1)")
+@click.option("--prompts", type=int, default=8, show_default=True)
+@click.option("--max-new-tokens", type=int, default=96, show_default=True)
+@click.option("--lookahead", default="4,3,4", show_default=True, help="W,N,G of the lookahead row")
+@click.option("--candidates", default="5,3", show_default=True, help="BiTA top-k at the first level, one row each")
+@click.option("--output", default="bench_bita.json", show_default=True)
+def main(**options) -> None:
+    # in declaration order (click passes the options given on the command line first): the settings record keeps it
+    args = SimpleNamespace(**{p.name: options[p.name] for p in click.get_current_context().command.params})
     if args.threads:
         torch.set_num_threads(args.threads)
     target = load_model("tiny-target" if args.tiny else args.model, dtype=args.dtype)
-    _, problems = gsm8k_problems(None, args.start + args.prompts)
+    problems = Gsm8kTask().load()[: args.start + args.prompts]  # the bundled test split
     if args.start + args.prompts > 300:
         raise SystemExit("Evaluation prompts must come from GSM8K rows 1-300 (training uses rows 301 on).")
     rows = methods(target, args)

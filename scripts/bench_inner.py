@@ -20,7 +20,6 @@ from types import SimpleNamespace
 import click
 import torch
 
-from seed_tot.cli.fastcot import gsm8k_problems
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.decoding.fastcot import DEFAULT_TRIGGER, fastcot_decode
@@ -29,7 +28,7 @@ from seed_tot.decoding.lookahead import lookahead_decode
 from seed_tot.fastcot_calibration import compare_fastcot_with_ar, cot_prompt_ids, format_table
 from seed_tot.models import load_model
 from seed_tot.records import RecordLog, settings_key, write_json_atomically
-from tasks.gsm8k import extract_number_answer
+from tasks.gsm8k import Gsm8kTask, extract_number_answer
 
 
 def forward_costs(target, widths: list[int], rounds: int = 3, context: int = 200) -> dict[int, float]:
@@ -197,7 +196,8 @@ def main(**options) -> None:
     args = SimpleNamespace(**{p.name: options[p.name] for p in click.get_current_context().command.params})
     torch.set_num_threads(args.threads)
     target = load_model("tiny-target" if args.tiny else args.model, dtype="float32" if args.tiny else args.dtype)
-    task, problems = gsm8k_problems(None, args.fastcot_offset + max(args.prompts, args.fastcot_problems))
+    task = Gsm8kTask()
+    problems = task.load()[: args.fastcot_offset + max(args.prompts, args.fastcot_problems)]  # the bundled test split
     report: dict = {"args": vars(args), "model": target.name, "dtype": str(target.dtype)}
     log = RecordLog(args.records or f"{args.output}.records.jsonl")
     started = time.perf_counter()

@@ -12,10 +12,11 @@ ranks first is optimal, against the share of optimal children (a judge that pick
 
 from __future__ import annotations
 
-import argparse
 import json
 from functools import lru_cache
 from pathlib import Path
+
+import click
 
 from seed_tot.observe.paired_stats import auroc
 from seed_tot.observe.trace import load_trace
@@ -98,15 +99,14 @@ def folder_report(folder: Path, moves: list[dict]) -> list[str]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path, help="run folders of seed-tot blocksworld (results.jsonl)")
-    args = parser.parse_args()
+@click.command(help=__doc__.split("\n\n")[0] + " FOLDERS: run folders of seed-tot blocksworld (results.jsonl).")
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path))
+def main(folders: tuple[Path, ...]) -> None:
     problems = {problem.id: problem for problem in TASK.load()}
-    moves = {folder: folder_moves(folder, problems) for folder in args.folders}
+    moves = {folder: folder_moves(folder, problems) for folder in folders}
     print("| run | signal | rated legal moves | optimal | AUROC | top-ranked child optimal |")
     print("|---|---|---|---|---|---|")
-    for folder in args.folders:
+    for folder in folders:
         for row in folder_report(folder, moves[folder]):
             print(row)
     print("\nMean evaluator value by the move's first word, all runs above together:\n")

@@ -4,12 +4,16 @@ Usage: python scripts/example_custom_search.py [MODELS] [METHOD] [TRACE]
 MODELS: tiny (random weights, instant) or default (the cached Qwen2.5-Coder pair);
 METHOD: an executor such as ar or seed; TRACE: where to write the trace.
 """
-import sys
+import click
 
 import seed_tot as st
 
 
-def main(models: str = "tiny", method: str = "ar", trace_path: str = "example_trace.json") -> None:
+@click.command()
+@click.argument("models", default="tiny")
+@click.argument("method", default="ar")
+@click.argument("trace_path", default="example_trace.json")
+def main(models: str, method: str, trace_path: str) -> None:
     draft, target = st.load_pair(f"{models}-draft", f"{models}-target")
     task = st.SimpleTask(
         thought_template="Question: {question}\nSteps so far:\n{state}\n"
@@ -33,4 +37,4 @@ def main(models: str = "tiny", method: str = "ar", trace_path: str = "example_tr
 
 
 if __name__ == "__main__":  # the guard matters: executors such as seed spawn worker processes
-    main(*sys.argv[1:])
+    main()

@@ -44,20 +44,19 @@ def main(pool: Path, train_dir: Path, curve: str, samples: int | None, report: P
 
 
 def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, report: Path) -> None:
-    from seed_tot.cli.train_value import chains_of_pool, feature_settings
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.models.loading import load_model
     from seed_tot.observe.comparison import bundled_loader, pool_chains
     from seed_tot.observe.rerank import rerank_table
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore, extract
+    from seed_tot.values.store import FeatureStore, chains_of_pool, extract, feature_settings
     from seed_tot.values.training import fit_head, judge_metrics, predict
     from tasks import get_task
 
     head = load_head(train_dir / "value_head.safetensors")
     train_ids = set(head.meta["train_problem_ids"])
-    items = chains_of_pool(pool, samples)
+    items = chains_of_pool(pool, get_task, samples)
     leaked = [item.problem_id for item in items if item.problem_id in train_ids]
     if leaked:
         raise SeedTotError(f"{pool} holds problems the head was trained on ({leaked[0]}): measure on held-out problems.")

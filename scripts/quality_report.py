@@ -1,12 +1,10 @@
 """Accuracy of a finished task run under each answer rule, re-derived from its stored files
-(the same as `seed-tot report RUN`):
+(the same command, options and output as `seed-tot report RUN [RUN...]`):
 
     python scripts/quality_report.py runs/quality-gsm8k
 """
 
-import sys
-
-from seed_tot.cli import main
+from seed_tot.cli.report import report
 
 if __name__ == "__main__":
-    main(["report", *sys.argv[1:]])
+    report()

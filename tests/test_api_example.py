@@ -3,6 +3,8 @@ import runpy
 import sys
 from pathlib import Path
 
+import pytest
+
 import seed_tot as st
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +22,9 @@ def test_the_documented_example_is_the_script_file():
 def test_the_example_runs_on_the_tiny_pair(tmp_path, monkeypatch, capsys):
     trace_path = tmp_path / "trace.json"
     monkeypatch.setattr(sys, "argv", [str(SCRIPT), "tiny", "ar", str(trace_path)])
-    runpy.run_path(str(SCRIPT), run_name="__main__")
+    with pytest.raises(SystemExit) as exit_:  # a click command ends the process
+        runpy.run_path(str(SCRIPT), run_name="__main__")
+    assert exit_.value.code == 0
     assert "answer=" in capsys.readouterr().out
     trace = st.load_trace(trace_path)
     assert trace.search == "bfs" and trace.problem_id == "apples" and trace.gold == "7"

@@ -53,26 +53,6 @@ def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
     return problems[:count], Path(path)
 
 
-def chains_of_pool(pool: Path, samples: int | None = None) -> list:
-    """Every pool problem's chains with their outcome (the vote's answer rule, scored against the
-    gold): the greedy chain and the samples (the first `samples` of them when given)."""
-    from seed_tot.observe.comparison import bundled_loader, chain_answer, pool_problems
-    from seed_tot.values.store import Chain, ProblemChains
-    from tasks import get_task
-
-    items = []
-    for pid, entry in pool_problems(pool, get_task, bundled_loader()).items():
-        results = ([entry.greedy] if entry.greedy is not None else []) + entry.samples[:samples]
-        first = 0 if entry.greedy is not None else 1
-        chains = []
-        for index, result in enumerate(results, first):
-            answer = chain_answer(entry.task, entry.problem, result, index)
-            correct = answer is not None and entry.task.score(entry.problem, answer) == 1.0
-            chains.append(Chain(index, result.text.strip(), correct))
-        items.append(ProblemChains(pid, entry.task.cot_prompt(entry.problem), tuple(chains)))
-    return items
-
-
 def open_rollout_executor(engine: str, target_name: str, target, rows: int) -> tuple:
     """(executor, method name, engine record) for sampling rollouts. llama.cpp gets a slot for every
     row in flight and all the cores, and no request timeout: on a busy machine a wide batch can take
@@ -86,13 +66,6 @@ def open_rollout_executor(engine: str, target_name: str, target, rows: int) -> t
     from seed_tot.scheduling.factory import make_executor
 
     return make_executor("batched-lookup", target, None), "batched-lookup", None
-
-
-def feature_settings(target, fingerprint: str, layers: tuple[int, ...]) -> dict:
-    from seed_tot.values.features import FEATURE_RULE
-
-    return {"target": target.name, "target_fingerprint": fingerprint, "dtype": str(target.dtype).removeprefix("torch."),
-            "layers": list(layers), "feature_rule": FEATURE_RULE}
 
 
 @click.command()
@@ -132,7 +105,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     from seed_tot.models.loading import load_model
     from seed_tot.runtime.hidden import decoder_layer_count
     from seed_tot.values.features import FeatureReader
-    from seed_tot.values.store import FeatureStore, extract
+    from seed_tot.values.store import FeatureStore, chains_of_pool, extract, feature_settings
     from tasks import get_task
 
     task = get_task(task_name)
@@ -154,7 +127,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     if not (pool / "cot_samples.jsonl").is_file():
         raise ConfigError(f"{pool} holds no rollouts: run without --no-collect, or give --pool.")
     chosen_ids = {p.id for p in problems}
-    items = [item for item in chains_of_pool(pool) if item.problem_id in chosen_ids]
+    items = [item for item in chains_of_pool(pool, get_task) if item.problem_id in chosen_ids]
     layers = parse_layers(layers_text, decoder_layer_count(target.model))
     fingerprint = weights_fingerprint(target.model)
     settings = feature_settings(target, fingerprint, layers)

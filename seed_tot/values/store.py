@@ -13,8 +13,10 @@ import torch
 from tqdm import tqdm
 
 from seed_tot.errors import SeedTotError
+from seed_tot.observe.comparison.folders import bundled_loader
+from seed_tot.observe.comparison.pools import chain_answer, pool_problems
 from seed_tot.records import write_json_atomically
-from seed_tot.values.features import FeatureReader, Reading
+from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading
 from seed_tot.values.states import state_ends
 from seed_tot.values.training import StateTable
 
@@ -33,6 +35,29 @@ class ProblemChains:
     problem_id: str
     message: str  # the chain-of-thought prompt's user message
     chains: tuple[Chain, ...]
+
+
+def chains_of_pool(pool: Path, task_of, samples: int | None = None) -> list[ProblemChains]:
+    """Every pool problem's chains with their outcome (the vote's answer rule, scored against the
+    gold): the greedy chain and the samples (the first `samples` of them when given).
+    `task_of(name)` gives the task the pool's rows name."""
+    items = []
+    for pid, entry in pool_problems(pool, task_of, bundled_loader()).items():
+        results = ([entry.greedy] if entry.greedy is not None else []) + entry.samples[:samples]
+        first = 0 if entry.greedy is not None else 1
+        chains = []
+        for index, result in enumerate(results, first):
+            answer = chain_answer(entry.task, entry.problem, result, index)
+            correct = answer is not None and entry.task.score(entry.problem, answer) == 1.0
+            chains.append(Chain(index, result.text.strip(), correct))
+        items.append(ProblemChains(pid, entry.task.cot_prompt(entry.problem), tuple(chains)))
+    return items
+
+
+def feature_settings(target, fingerprint: str, layers: tuple[int, ...]) -> dict:
+    """What a store's features.json records: the target, its weights fingerprint, dtype, layers and rule."""
+    return {"target": target.name, "target_fingerprint": fingerprint, "dtype": str(target.dtype).removeprefix("torch."),
+            "layers": list(layers), "feature_rule": FEATURE_RULE}
 
 
 class FeatureStore:
