@@ -1,5 +1,5 @@
-"""What --method auto picks: llama.cpp for a GGUF target on a machine without a
-GPU, the in-process batched-lookup executor everywhere else."""
+"""What --method auto picks: llama.cpp for a GGUF target on a CPU without native 16-bit
+arithmetic (no GPU), the in-process batched-lookup executor everywhere else."""
 
 import pytest
 import torch
@@ -12,9 +12,21 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU de
 
 @no_gpu
 @pytest.mark.parametrize("target", ["default-target", "qwen2.5-coder-1.5b-instruct", "/models/my.Q4_K_M.gguf"])
-def test_gguf_targets_on_a_cpu_run_on_llama_cpp(target):
+def test_gguf_targets_on_a_float32_only_cpu_run_on_llama_cpp(target, monkeypatch):
+    import seed_tot.models.loading as loading
+
+    monkeypatch.setattr(loading, "cpu_supports_bf16", lambda: False)
+    monkeypatch.setattr(loading, "cpu_supports_fp16", lambda: False)
     assert resolve_auto_method(target, tiny=False, device="auto") == "llama-cpp"
     assert resolve_auto_method(target, tiny=False, device="cpu") == "llama-cpp"
+
+
+@no_gpu
+def test_a_cpu_with_native_16_bit_arithmetic_runs_in_process(monkeypatch):
+    import seed_tot.models.loading as loading
+
+    monkeypatch.setattr(loading, "cpu_supports_bf16", lambda: True)
+    assert resolve_auto_method("default-target", tiny=False, device="cpu") == IN_PROCESS_DEFAULT_METHOD
 
 
 @pytest.mark.parametrize(
