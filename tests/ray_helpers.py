@@ -40,7 +40,10 @@ def in_process(spec: ExecutorSpec, task, items, concurrency: int = 1):
         executor.close()
 
 
-CLOCK_OR_SCHEDULE = {"wall_seconds", "tokens_per_second", "merged_size", "events"}
+# The memory budget (its plan, and the KV-token bound and prefix cache it sets) depends on the
+# machine's RAM and decides only which rows wait, never their tokens; Ray actors do not apply it.
+MEMORY_PLAN = {"memory", "max_kv_tokens", "prefix_cache_mb"}
+CLOCK_OR_SCHEDULE = {"wall_seconds", "tokens_per_second", "merged_size", "events", *MEMORY_PLAN}
 
 
 def comparable(trace) -> dict:
