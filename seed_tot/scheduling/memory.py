@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from seed_tot.errors import ConfigError
@@ -151,5 +151,4 @@ def plan_for_models(budget: int, target, draft, wanted_prefix_cache_mb: float) -
     plan = plan_memory(budget, weights, per_token, wanted_prefix_cache_mb * len(runners))
     if draft is None:
         return plan
-    return MemoryPlan(plan.budget_bytes, plan.weights_bytes, plan.kv_bytes_per_token,
-                      round(plan.prefix_cache_mb / 2, 1), plan.max_kv_tokens)
+    return replace(plan, prefix_cache_mb=round(plan.prefix_cache_mb / 2, 1))
