@@ -125,6 +125,10 @@ class Session(Protocol):
         """One decode step of every row; (ticket, result) of each row that ended in it."""
         ...
 
+    def cancel(self, tickets: list[int]) -> None:
+        """Drop these requests between steps: no result comes for any of them."""
+        ...
+
 
 # Optional capabilities. An executor (or session) offers one by having its members; callers ask
 # with isinstance(x, Capability), so what may be there is declared here, once.

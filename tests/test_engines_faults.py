@@ -207,3 +207,34 @@ def test_close_with_requests_in_flight_returns_promptly(tmp_path):
     assert server.process.poll() is not None
     # nothing ran to its end: queued requests were dropped, those in flight stopped with the server
     assert all(future.cancelled() or future.exception() is not None for future in session.pending)
+
+
+def test_a_cancelled_server_request_is_never_sent_and_its_reply_is_dropped():
+    """The API server cancels a tree's requests on a server session: one being answered (its reply
+    is dropped) and one still waiting for a connection (never sent)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from seed_tot.engines.server_executor import ServerSession
+    from seed_tot.requests import GenerationRequest
+
+    answering, sent = threading.Event(), []
+
+    class OneConnection:
+        _pool = ThreadPoolExecutor(max_workers=1)
+
+        def generate(self, request):
+            sent.append(request.request_id)
+            answering.wait(10)
+            return request.request_id
+
+    session = ServerSession(OneConnection())
+    tickets = session.add([GenerationRequest([1], request_id=name) for name in ("a", "b", "c")])
+    while not sent:
+        time.sleep(0.01)
+    session.cancel(tickets[:2])
+    answering.set()
+    ended = []
+    while session.busy:
+        ended += session.step()
+    assert ended == [(tickets[2], "c")] and sent == ["a", "c"]

@@ -214,45 +214,74 @@ def test_a_full_queue_answers_429(tmp_path):
         small.stop()
 
 
+LONG_TREE = {"model": "gsm8k/bfs", "max_tokens": 200, "temperature": 1.0,
+             "seed_tot": {"n_thoughts": 3, "depth": 4, "cot_samples": 4, "value_samples": 3}}
+
+
+def sse_events(response):
+    """The JSON events of a server-sent event stream, as they arrive ([DONE] ends it)."""
+    for line in response.iter_lines():
+        if line == "data: [DONE]":
+            return
+        if line.startswith("data: "):
+            yield json.loads(line.removeprefix("data: "))
+
+
+def streamed_answer(events) -> tuple[str, int]:
+    """(content, completion tokens) of a streamed chat reply with include_usage."""
+    events = list(events)
+    content = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    return content, events[-1]["usage"]["completion_tokens"]
+
+
+def wait_until_gone(driver, job_id: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while any(job.job_id == job_id for job in driver.running) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(job.job_id != job_id for job in driver.running)
+
+
 def test_a_client_that_goes_away_cancels_its_tree_only(server):
+    """Tree A streams, tree B shares the batch; A's client leaves mid-way. B's answer is token for
+    token its answer alone (float32), and A's rows leave the batch with its job."""
     driver = server.service.driver
-    long = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "Count to one thousand, slowly."}],
-            "max_tokens": 200, "seed": 3, "stream": True, "temperature": 1.0,
-            "seed_tot": {"n_thoughts": 3, "depth": 4, "cot_samples": 4, "value_samples": 3}}
-    other = {}
-
-    def ask_other():
-        time.sleep(0.2)
-        other["reply"] = httpx.post(server.url + "/v1/chat/completions", timeout=120, json={
-            "model": "gsm8k/self-consistency", "messages": [{"role": "user", "content": "What is 9 minus 4?"}],
-            "max_tokens": 8, "seed": 2})
-
-    helper = threading.Thread(target=ask_other)
-    helper.start()
-    with httpx.stream("POST", server.url + "/v1/chat/completions", json=long, timeout=60) as reply:
-        first = next(line for line in reply.iter_lines() if line.startswith("data: "))
-        trace_id = json.loads(first.removeprefix("data: "))["id"].removeprefix("chatcmpl-")
-    helper.join(120)
-    assert other["reply"].status_code == 200
-    deadline = time.monotonic() + 30
-    while driver.running and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert driver.running == []
+    other = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "What is 9 minus 4?"}],
+             "max_tokens": 32, "seed": 2, "stream": True, "stream_options": {"include_usage": True},
+             "seed_tot": {"n_thoughts": 3, "depth": 3}}
+    url = server.url + "/v1/chat/completions"
+    with httpx.stream("POST", url, json=other, timeout=120) as alone:
+        expected = streamed_answer(sse_events(alone))
+    cancelled_before = driver.rows_cancelled
+    long = dict(LONG_TREE, messages=[{"role": "user", "content": "Count to one thousand, slowly."}], seed=3,
+                stream=True)
+    with httpx.Client(timeout=60) as leaving, httpx.Client(timeout=120) as staying:
+        a = leaving.send(leaving.build_request("POST", url, json=long), stream=True)
+        a_events = sse_events(a)
+        trace_id = next(a_events)["id"].removeprefix("chatcmpl-")
+        next(e for e in a_events if "progress" in (e.get("seed_tot") or {}))  # A's tree is being grown
+        b = staying.send(staying.build_request("POST", url, json=other), stream=True)
+        b_events = sse_events(b)
+        next(e for e in b_events if "progress" in (e.get("seed_tot") or {}))  # B's tree too
+        a.close()  # A's client goes away
+        assert streamed_answer(b_events) == expected
+        b.close()
+    wait_until_gone(driver, trace_id)
+    assert driver.rows_cancelled > cancelled_before  # A's unfinished requests were taken out of the batch
+    health = httpx.get(server.url + "/health", timeout=10).json()
+    assert health["rows"] == 0 and health["running"] == 0  # B ended; nothing of A still decodes
     assert not server.service.trace_file(trace_id).exists()  # the cancelled tree left no trace
 
 
 def test_a_waiting_client_that_goes_away_cancels_its_tree(server):
     driver = server.service.driver
-    body = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "Count the stars, one by one."}],
-            "max_tokens": 200, "seed": 5, "temperature": 1.0,
-            "seed_tot": {"n_thoughts": 3, "depth": 4, "cot_samples": 4, "value_samples": 3}}
+    body = dict(LONG_TREE, messages=[{"role": "user", "content": "Count the stars, one by one."}], seed=5)
+    cancelled_before = driver.rows_cancelled
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(server.url + "/v1/chat/completions", json=body, timeout=httpx.Timeout(10, read=0.5))
-    assert len(driver.running) == 1
-    deadline = time.monotonic() + 30
-    while driver.running and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert driver.running == []
+    running = list(driver.running)
+    assert len(running) == 1
+    wait_until_gone(driver, running[0].job_id)
+    assert driver.rows_cancelled > cancelled_before and driver.rows == 0
     traces = server.service.out / "traces"
     assert not [p for p in traces.iterdir() if json.loads(p.read_text())["question"] == body["messages"][0]["content"]]
 

@@ -14,7 +14,7 @@ import torch
 from scipy.stats import chisquare
 from conftest import SMALL_VOCAB
 from devices import TEST_DEVICE
-from session_helpers import staggered
+from session_helpers import cancelled_midway, staggered
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
@@ -159,6 +159,19 @@ def test_greedy_requests_joining_a_running_session_equal_autoregressive(executor
     found = staggered(session, requests, JOINS)
     assert [r.token_ids for r in found] == expected
     assert session.joins_while_busy >= 3 and not session.states and not session.prompt_caches
+
+
+def test_cancelled_requests_free_their_workers_and_the_others_stay_exact(executor, references):
+    """Request 0 is drafting on a worker, 2 waits for one, 4 has not joined: all three are
+    cancelled; the worker drafting for 0 is freed by its next draft and serves request 3."""
+    requests, expected = references
+    executor.options = SeedOptions(k_config=(2, 2, 1), share_prefix=True)
+    session = executor.session()
+    found, width, kept = cancelled_midway(session, requests, first=3, steps=2, dropped=[0, 2, 4])
+    assert width == kept
+    assert {i: r.token_ids for i, r in found.items()} == {1: expected[1], 3: expected[3]}
+    assert not session.states and {e.request for e in session.events} == {1, 3}  # tickets = indices here
+    assert [r.token_ids for r in executor.run(requests)] == expected
 
 
 def test_a_joining_request_that_shares_a_prompt_cache_unforked_is_caught(executor, references, monkeypatch):

@@ -11,7 +11,7 @@ from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
 from seed_tot.scheduling.session import drain
-from session_helpers import staggered
+from session_helpers import cancelled_midway, staggered
 
 TEXTS = ["Hello world", "The quick brown fox jumps", "Hello world", "Q: 3 apples and 4 pears. How many?", "zz",
          "Tree of thoughts: step 1 of 4,", "The quick brown fox jumps over", "b"]
@@ -60,6 +60,19 @@ def test_sampled_rows_joining_a_running_batch_equal_each_request_alone(tiny_pair
     alone = [executor.run([r])[0].token_ids for r in reqs]
     assert [r.token_ids for r in staggered(executor.session(), reqs, JOIN_STEPS)] == alone
     assert len({tuple(tokens) for tokens in alone}) > 5  # the rows really differ
+
+
+@pytest.mark.parametrize("method", ["batched", "batched-lookup", "batched-sd"])
+def test_cancelled_rows_leave_at_once_and_the_others_keep_their_tokens(tiny_pair, method):
+    _, target = tiny_pair
+    reqs = requests(target.tokenizer, temperature=1.0, top_p=0.9)
+    executor = make(method, tiny_pair, prefix_cache_mb=0)
+    alone = [executor.run([r])[0].token_ids for r in reqs]
+    dropped = [0, 3, 6, 8]  # 0 and 3 decoding (20 and 30 tokens), 6 and 8 still queued
+    found, width, kept = cancelled_midway(executor.session(), reqs, first=6, steps=3, dropped=dropped)
+    assert width == kept
+    assert sorted(found) == [i for i in range(len(reqs)) if i not in dropped]
+    assert all(found[i].token_ids == alone[i] for i in found)
 
 
 def test_joining_rows_start_from_the_prefix_cache_and_stay_exact(tiny_pair):

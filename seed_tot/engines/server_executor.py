@@ -154,6 +154,14 @@ class ServerSession:
             self.next_ticket += 1
         return tickets
 
+    def cancel(self, tickets: list[int]) -> None:
+        """Drop these requests: those not yet sent are never sent; a request the server is already
+        answering runs to its end there, and its reply is discarded."""
+        dropped = set(tickets)
+        for future in [f for f, ticket in self.pending.items() if ticket in dropped]:
+            future.cancel()
+            del self.pending[future]
+
     @property
     def width(self) -> int:
         return len(self.pending)

@@ -63,6 +63,9 @@ class ProgressSession:
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
 
+    def cancel(self, tickets: list[int]) -> None:
+        self.inner.cancel(tickets)
+
     def step(self):
         ended = self.inner.step()
         if ended:

@@ -3,8 +3,10 @@
 A `DecodeSession` holds the rows an in-process batched executor is decoding. `add` queues
 requests (they are prefilled and join at the start of the next step) and returns one ticket per
 request; `step` runs one decode step of every row and returns the results of the rows that ended
-in it. A row's tokens depend only on its own request (its seed, its prompt), never on when it
-joined or who shares the batch, so a session gives what `run` gives for each request alone.
+in it; `cancel` drops requests between steps (queued ones, and rows decoding, whose results then
+never come). A row's tokens depend only on its own request (its seed, its prompt), never on when it
+joined, who shares the batch or who left it, so a session gives what `run` gives for each request
+alone.
 """
 
 from __future__ import annotations
@@ -85,6 +87,14 @@ class DecodeSession(ABC, Generic[Row]):
         self._queued.extend(zip(tickets, requests))
         return tickets
 
+    def cancel(self, tickets: list[int]) -> None:
+        """Drop these requests now, between steps: queued ones never join, rows decoding leave the
+        batch; no result comes for any of them. Tickets that already ended are ignored."""
+        dropped = set(tickets)
+        self._queued = [(ticket, request) for ticket, request in self._queued if ticket not in dropped]
+        if any(row.ticket in dropped for row in self.active):
+            self._remove(dropped)
+
     @property
     def busy(self) -> bool:
         return bool(self.active or self._queued)
@@ -126,6 +136,10 @@ class DecodeSession(ABC, Generic[Row]):
     @abstractmethod
     def _join(self, queued: list[tuple[int, GenerationRequest]]) -> None:
         """Prefill the queued requests and append their rows to the batch."""
+
+    @abstractmethod
+    def _remove(self, tickets: set[int]) -> None:
+        """Take the rows of `tickets` out of the batch and out of `self.active` (between steps)."""
 
     @abstractmethod
     def _step(self) -> list[tuple[int, GenerationResult]]:

@@ -8,8 +8,9 @@ for an executor without sessions, merges the waiting batches round by round. A f
 handed to `finish` (which writes its trace) and then to the job's `on_done`, on this thread:
 callers hop back to their own event loop themselves.
 
-A cancelled job (its client went away) is never advanced again: its waiting batches are not
-sent, and the results of its rows still decoding are dropped when they end. Other jobs go on.
+A cancelled job (its client went away) is never advanced again: at the next step boundary its
+waiting batches are dropped and its rows still decoding leave the session's batch (no result comes
+for them). Other jobs go on, their rows untouched.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ class TreeDriver:
         self._lock = threading.Lock()
         self.running: list[Job] = []
         self.completed = 0
+        self.rows_cancelled = 0  # requests of cancelled or failed trees taken out of the session unfinished
+        self._session = None
         self._thread = threading.Thread(target=self._loop, name="seed-tot-api-driver", daemon=True)
         self._thread.start()
 
@@ -121,6 +124,12 @@ class TreeDriver:
     def queued(self) -> int:
         return len(self._queued_jobs())
 
+    @property
+    def rows(self) -> int:
+        """Requests the continuous-batching session holds (decoding or about to join); 0 without one."""
+        session = self._session
+        return session.width if session is not None else 0
+
     def _queued_jobs(self) -> list[Job]:
         with self._incoming.mutex:
             return [job for job in self._incoming.queue if job is not None]
@@ -134,20 +143,22 @@ class TreeDriver:
         self._job_of: dict[Task, Job] = {}
         try:
             while True:
-                if not self._admit():
-                    return
                 try:
+                    if not self._admit():
+                        return
                     if self._session is not None:
                         self._session_step()
                     else:
                         self._round()
-                except Exception as exc:  # the executor failed: every tree in it fails, the server goes on
+                    self._retire()
+                except Exception as exc:  # the executor failed (a step, or taking rows out): every tree in it fails
                     log.exception("executor failed")
-                    for job in list(self.running):
+                    failed = list(self.running)
+                    self._reset()  # first: the failed session's rows are not taken out one by one
+                    for job in failed:
                         self._fail(job, exc)
-                    self._reset()
-                self._retire()
         finally:
+            self._flights, self._by_ticket = [], {}  # the executor closes below, its session with it
             for job in list(self.running) + self._queued_jobs():
                 self._fail(job, DriverClosed("The server shut down before this tree was finished."))
             self.executor.close()
@@ -278,11 +289,25 @@ class TreeDriver:
         self._notify(job, DriverClosed("The request was cancelled."))
 
     def _forget(self, job: Job) -> None:
+        self._take_out_rows(job)
         if job in self.running:
             self.running.remove(job)
         if job.root is not None:
             self._job_of.pop(job.root, None)
             job.root.steps.close()
+
+    def _take_out_rows(self, job: Job) -> None:
+        """Cancel the job's requests still in the session: queued ones never join, rows decoding
+        leave the batch before the next step."""
+        flights = [flight for flight in self._flights if flight.job is job]
+        unfinished = [t for flight in flights for t in flight.tickets if t not in flight.results]
+        if unfinished:
+            self._session.cancel(unfinished)
+            self.rows_cancelled += len(unfinished)
+        for flight in flights:
+            self._flights.remove(flight)
+            for ticket in flight.tickets:
+                self._by_ticket.pop(ticket, None)
 
     def _notify(self, job: Job, value: Any) -> None:
         if job.finished:

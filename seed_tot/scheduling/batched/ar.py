@@ -13,7 +13,7 @@ from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.batched.prefill import prefill, score_joining
 from seed_tot.scheduling.batched.rows import (
-    Row, join_batch, leave_finished, make_prefix_cache, new_row, row_result, run_in_session,
+    Row, join_batch, leave_cancelled, leave_finished, make_prefix_cache, new_row, row_result, run_in_session,
 )
 from seed_tot.scheduling.session import DecodeSession, SessionWork
 
@@ -76,6 +76,9 @@ class _ARSession(DecodeSession[Row]):
         self.batch = join_batch(self.batch, batch, ex.compact_slack)
         self.active += rows
         self.target_seconds += time.perf_counter() - started
+
+    def _remove(self, tickets: set[int]) -> None:
+        self.active = leave_cancelled([self.batch], self.active, tickets)
 
     def _step(self) -> list[tuple[int, GenerationResult]]:
         for row in self.active:

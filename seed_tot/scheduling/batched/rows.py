@@ -95,12 +95,21 @@ def row_result(row: Row, runner: ModelRunner) -> tuple[int, GenerationResult]:
 
 def leave_finished(batches: list[RaggedBatchCache | None], rows: list[Row]) -> tuple[list[Row], list[Row]]:
     """Drop the finished rows from the batches; (rows still decoding, rows that ended)."""
-    keep = [i for i, row in enumerate(rows) if not row.sink.finished]
+    return _keep(batches, rows, [not row.sink.finished for row in rows]), [row for row in rows if row.sink.finished]
+
+
+def leave_cancelled(batches: list[RaggedBatchCache | None], rows: list[Row], tickets: set[int]) -> list[Row]:
+    """Drop the rows of `tickets` from the batches; the rows that stay."""
+    return _keep(batches, rows, [row.ticket not in tickets for row in rows])
+
+
+def _keep(batches: list[RaggedBatchCache | None], rows: list[Row], kept: list[bool]) -> list[Row]:
+    keep = [i for i, stays in enumerate(kept) if stays]
     if len(keep) < len(rows):
         for batch in batches:
             if batch is not None:
                 batch.select(keep)
-    return [rows[i] for i in keep], [row for row in rows if row.sink.finished]
+    return [rows[i] for i in keep]
 
 
 def join_batch(running: RaggedBatchCache | None, joining: RaggedBatchCache, compact_slack: int) -> RaggedBatchCache:

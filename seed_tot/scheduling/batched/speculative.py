@@ -18,7 +18,7 @@ from seed_tot.runtime.ragged import RaggedBatchCache
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.scheduling.batched.prefill import chain_parents, prefill, score_joining
 from seed_tot.scheduling.batched.rows import (
-    Row, batch_probabilities, join_batch, leave_finished, make_prefix_cache, new_row, row_result, run_in_session,
+    Row, batch_probabilities, join_batch, leave_cancelled, leave_finished, make_prefix_cache, new_row, row_result, run_in_session,
 )
 from seed_tot.scheduling.session import DecodeSession, SessionWork
 
@@ -234,6 +234,10 @@ class _SpeculativeSession(DecodeSession[Row]):
         self.draft_seconds += time.perf_counter() - drafted
         self.active += rows
         self.lookup_rows += rows
+
+    def _remove(self, tickets: set[int]) -> None:
+        self.active = leave_cancelled([self.target_batch, self.draft_batch], self.active, tickets)
+        self.lookup_rows = [row for row in self.lookup_rows if row.ticket not in tickets]
 
     def _step(self) -> list[tuple[int, GenerationResult]]:
         ex, active = self.executor, self.active

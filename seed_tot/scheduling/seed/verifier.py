@@ -49,6 +49,10 @@ class RequestState:
     def done(self) -> bool:
         return self.sink.finished
 
+    @property
+    def ticket(self) -> int:
+        return self.index
+
 
 class SeedSession(DecodeSession[RequestState]):
     """The verifier loop of Algorithm 1; requests join the waiting line between steps.
@@ -70,6 +74,7 @@ class SeedSession(DecodeSession[RequestState]):
         self.queue: list[Draft] = []  # the verify queue Q
         self.prompt_caches: dict[tuple[int, ...], object] = {}
         self.last_served = -1
+        self.dropped: set[int] = set()  # cancelled tickets whose worker has not yet sent its last draft
 
     @contextmanager
     def guarded(self):
@@ -109,6 +114,31 @@ class SeedSession(DecodeSession[RequestState]):
             if state is not None:
                 self._prefill(state)
         self._forget_prompts_nobody_waits_for()
+
+    def _remove(self, tickets: set[int]) -> None:
+        """Forget the cancelled requests; a worker drafting for one is freed by its next draft,
+        which is never verified."""
+        removed = [s for s in self.active if s.index in tickets]
+        self.active = [s for s in self.active if s.index not in tickets]
+        self.todo = deque(t for t in self.todo if t not in tickets)
+        self.events = [e for e in self.events if e.request not in tickets]
+        for state in removed:
+            del self.states[state.index]
+            if state.worker >= 0:
+                self.dropped.add(state.index)
+        for draft in [d for d in self.queue if d.request in self.dropped]:
+            self.queue.remove(draft)
+            self._release(draft)
+        self._forget_prompts_nobody_waits_for()
+
+    def _release(self, draft: Draft) -> None:
+        """End a cancelled request on its worker and hand the worker the next waiting request."""
+        self.dropped.discard(draft.request)
+        worker = self.pool.workers[draft.worker]
+        self.pool.send(worker, Verdict(draft.request, [], 0, True, ()))
+        state = self._assign(worker)
+        if state is not None:
+            self._prefill(state)
 
     def _step(self) -> list[tuple[int, GenerationResult]]:
         while not self.queue:
@@ -187,6 +217,9 @@ class SeedSession(DecodeSession[RequestState]):
     def _enqueue(self, msg) -> None:
         if not isinstance(msg, Draft):
             raise WorkerError(f"Unexpected message {type(msg).__name__} from a draft worker.")
+        if msg.request in self.dropped:
+            self._release(msg)
+            return
         self.events.extend(msg.events)
         self.queue.append(msg)
 
