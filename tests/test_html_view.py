@@ -5,7 +5,7 @@ import json
 import re
 
 from click.testing import CliRunner
-from viewer_helpers import ODD_THOUGHT, viewer_trace, write_run
+from viewer_helpers import ODD_THOUGHT, crowded_run, thought_batch, viewer_trace, write_run
 
 from seed_tot.cli import main
 from seed_tot.observe.html_view import render_page, run_page_data, trace_page_data
@@ -132,6 +132,17 @@ def test_run_index_joins_results_with_traces(tmp_path):
     assert {r["problem_id"]: r["correct"] for r in only_traces["rows"]} == {"gsm8k-other": False, "gsm8k-viewer": True}
 
 
+def test_a_problem_that_shared_the_batch_is_marked_and_the_run_has_one_speed(tmp_path):
+    data = run_page_data(crowded_run(tmp_path), bundled_task)
+    assert data["speed"] == {"new_tokens": 1200, "wall_seconds": 300.0, "tokens_per_second": 4.0, "problems": 10}
+    assert {trace["shared_requests"] for trace in data["traces"].values()} == {27}
+    alone = viewer_trace()
+    alone.batches = [thought_batch(merged_size=3)]
+    assert trace_page_data(alone)["shared_requests"] == 0
+    assert trace_page_data(viewer_trace())["shared_requests"] is None  # no batches recorded: unknown
+    assert run_page_data(write_run(tmp_path / "no-speed", with_results=False))["speed"] is None
+
+
 def test_cli_writes_one_page_for_a_trace_and_for_a_run(tmp_path):
     run = write_run(tmp_path)
     result = CliRunner().invoke(main, ["trace", "view", str(run / "traces" / "gsm8k-viewer.json")])
@@ -176,3 +187,10 @@ def test_png_plot_labels_answers_and_sets_chains_of_thought_apart(tmp_path, monk
     positions = {int(t.get_text()): t.get_position() for t in axes.texts if t.get_text().isdigit() and len(t.get_text()) <= 2 and t.get_color() == "white"}
     tree_right = max(x for node, (x, _) in positions.items() if node not in (9, 10))
     assert min(positions[9][0], positions[10][0]) > tree_right  # the chains sit to the right of the tree
+
+
+def test_a_self_consistency_trace_names_no_search_choice():
+    trace = viewer_trace()
+    trace.search, trace.selection["search_node_id"] = "self-consistency", 0  # its search node is the root
+    assert trace_page_data(trace)["vote"]["search_node_id"] is None
+    assert trace_page_data(viewer_trace())["vote"]["search_node_id"] is None  # an older trace records none

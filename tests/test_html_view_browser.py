@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from browser import Browser, find_chromium
-from viewer_helpers import ODD_THOUGHT, viewer_trace, wide_trace, write_run
+from viewer_helpers import ODD_THOUGHT, crowded_run, viewer_trace, wide_trace, write_run
 
 from seed_tot.observe.html_view import write_view
 from seed_tot.observe.trace import write_trace
@@ -111,11 +111,32 @@ def test_big_tree_opens_on_the_chosen_path_and_expands_without_overlaps(tmp_path
     record_property("screenshot", str(shot))
 
 
-def test_a_tree_without_values_has_a_legend_without_a_value_scale(tmp_path, browser):
+def test_a_run_without_values_or_a_tree_prints_no_null(tmp_path, browser):
+    """A self-consistency run: nothing rated, no search choice, settings left unset (None)."""
     trace = viewer_trace()
-    for node in trace.nodes:  # a self-consistency run rates nothing
+    for node in trace.nodes:
         node.value = None
-    page = write_view(write_trace(tmp_path / "trace.json", trace), tmp_path / "trace.html", bundled_task)
-    browser.open(page.as_uri(), ready="document.querySelector('svg#tree g.node')")
+    trace.search, trace.config["search"]["depth"] = "self-consistency", None
+    trace.selection.update(search_answer=None, search_node_id=0)
+    write_trace(tmp_path / "run" / "traces" / "gsm8k-viewer.json", trace)
+    page = write_view(tmp_path / "run", tmp_path / "index.html", bundled_task)
+    browser.open(page.as_uri(), ready="document.querySelector('#run-table tr.problem')")
+    assert "null" not in browser.evaluate("document.body.innerText")
+    browser.click('#run-table tr[data-problem="gsm8k-viewer"] a')
+    browser.wait("document.querySelectorAll('svg#tree g.node').length > 0")
     legend = browser.evaluate("document.querySelector('.legend').textContent")
-    assert "null" not in legend and "chain of thought" in legend and "value" not in legend
+    assert "chain of thought" in legend and "value" not in legend
+    text = browser.evaluate("document.body.innerText")
+    assert "null" not in text and "Search's choice" not in text
+
+
+def test_a_problem_that_shared_the_batch_shows_the_runs_speed_not_its_own(tmp_path, browser):
+    page = write_view(crowded_run(tmp_path), tmp_path / "index.html", bundled_task)
+    browser.open(page.as_uri(), ready="document.querySelector('#run-table tr.problem')")
+    assert "4.0 tokens/s" in browser.evaluate("document.querySelector('header #speed').textContent")
+    assert "tokens/s" not in browser.evaluate("document.querySelector('#run-table tr').textContent")
+    browser.click('#run-table tr[data-problem="gsm8k-3"] a')
+    browser.wait("document.querySelectorAll('svg#tree g.node').length > 0")
+    speed = browser.evaluate("document.querySelector('header #speed').textContent")
+    assert "120 tokens · 300 s in executor calls, sharing the batch with other problems" in speed
+    assert "run: 4.0 tokens/s (1,200 tokens of 10 problems" in speed and "0.4" not in speed

@@ -6,7 +6,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER
 from test_report import task, write_run
 
-from seed_tot.observe.comparison import comparison_report
+from seed_tot.observe.comparison import comparison_report, problem_line, report_run, table
 from seed_tot.errors import ConfigError
 from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot.search import BFS, BestOfN, BFSConfig, SearchConfig, SelfConsistency
@@ -79,6 +79,17 @@ def test_the_report_names_a_self_consistency_run_and_scores_its_vote(tmp_path):
     assert final.per_problem == [1.0, 0.0]  # every chain answers 7
     assert "n=" not in final.label and "k=" not in final.label
     assert "its chains' vote alone" not in text  # its final answer is that vote
+
+
+def test_the_run_table_of_a_self_consistency_run_has_no_tree_columns(tmp_path):
+    problems = [Problem(id=f"mine-{i}", question="What is 3 + 4?", gold=gold) for i, gold in ((1, "7"), (2, "8"))]
+    write_run(tmp_path, problems,
+              search=lambda executor: SelfConsistency(task(), executor, FORMATTER, SearchConfig(cot_samples=2)))
+    reports = report_run(tmp_path, lambda name: task())
+    header, _, row = table(reports, "-").splitlines()
+    assert header.startswith("| problems | final (the chains' vote) | greedy CoT alone | tokens / problem (chains")
+    assert row.startswith("| 2 | 1/2 (50%) | 1/2 (50%) |") and row.count("|") == header.count("|")
+    assert problem_line(reports[0]) == "mine-1: gold 7 | final 7, cot 7"
 
 
 def test_the_report_sets_a_tree_run_against_its_own_chains_vote(tmp_path):

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
-from seed_tot.observe.trace import EdgeRecord, MetricsRecord, NodeRecord, StatsRecord, Trace, write_trace
+from seed_tot.observe.trace import (
+    BatchTraceRecord, EdgeRecord, MetricsRecord, NodeRecord, StatsRecord, Trace, write_trace,
+)
 
 ODD_THOUGHT = (
     '</script><script>window.__viewer_pwned = 1</script><b class="injected">bold?</b> '
@@ -121,4 +123,30 @@ def write_run(tmp_path, with_results=True):
         ]
         (run / "results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n{torn")
         (run / "runs.jsonl").write_text(json.dumps({"problems": 2, "method": "seed", "wall_seconds": 9.0}) + "\n")
+    return run
+
+
+def thought_batch(merged_size: int) -> BatchTraceRecord:
+    """The executor call of 3 thought requests that decoded `merged_size` requests in all."""
+    return BatchTraceRecord(role="thought", node_id=0, size=3, wall_seconds=300.0, stats=STATS, events=None,
+                            merged_size=merged_size)
+
+
+def crowded_run(tmp_path):
+    """A run of ten problems that shared the batch for 300 s (4 tokens/s over the run): each
+    problem's 120 tokens over its 300 s read 0.4 tokens/s, which is not a speed."""
+    run = tmp_path / "crowded"
+    rows = []
+    for index in range(10):
+        trace = viewer_trace("x")
+        trace.problem_id = f"gsm8k-{index}"
+        trace.metrics.wall_seconds, trace.metrics.tokens_per_second = 300.0, 0.4
+        trace.batches = [thought_batch(merged_size=30)]
+        write_trace(run / "traces" / f"{trace.problem_id}.json", trace)
+        rows.append({"problem_id": trace.problem_id, "method": "batched", "answer": "18", "gold": "18",
+                     "correct": True, "new_tokens": 120, "wall_seconds": 300.0, "tokens_per_second": 0.4})
+    (run / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    session = {"problems": 10, "concurrency": 10, "method": "batched", "wall_seconds": 300.0, "new_tokens": 1200,
+               "tokens_per_second": 4.0}
+    (run / "runs.jsonl").write_text(json.dumps(session) + "\n")
     return run

@@ -73,7 +73,8 @@ def _vote_panel(trace: Trace, nodes: list[dict]) -> dict | None:
         "tied": tied if len(tied) > 1 else [],
         "cot_answer": cot_answer,
         "search_answer": selection.get("search_answer"),
-        "search_node_id": selection.get("search_node_id"),  # recorded by newer traces only
+        # recorded by newer traces only; a self-consistency run has no search choice (its node is the root)
+        "search_node_id": None if trace.search == "self-consistency" else selection.get("search_node_id"),
         "node_id": selection.get("node_id"),
     }
 
@@ -106,6 +107,26 @@ def _gantt(trace: Trace) -> dict | None:
         bar["end"] -= t0
     workers = sorted({bar["row"] for bar in bars if bar["row"] != "target"}, key=lambda r: int(r.split()[1]))
     return {"rows": workers + ["target"], "bars": bars, "seconds": max(bar["end"] for bar in bars)}
+
+
+def shared_requests(trace: Trace) -> int | None:
+    """The most requests of other problems that one of this problem's executor calls decoded beside
+    its own: 0 when it had the executor to itself, None when the trace does not record it."""
+    if not trace.batches or any(batch.merged_size == 0 for batch in trace.batches):
+        return None
+    return max(batch.merged_size - batch.size for batch in trace.batches)
+
+
+def run_speed(sessions: list[dict]) -> dict[str, Any] | None:
+    """The run's throughput: every session's tokens over its wall time (runs.jsonl), the speed to
+    compare; a problem's own seconds overlap the others' when problems share the batch. None
+    without a timed session."""
+    seconds = sum(session.get("wall_seconds") or 0 for session in sessions)
+    if seconds <= 0:
+        return None
+    tokens = sum(session.get("new_tokens") or 0 for session in sessions)
+    return {"new_tokens": tokens, "wall_seconds": seconds, "tokens_per_second": tokens / seconds,
+            "problems": sum(session.get("problems") or 0 for session in sessions)}
 
 
 def trace_page_data(trace: Trace, task_named: TaskLookup | None = None) -> dict[str, Any]:
@@ -159,6 +180,7 @@ def trace_page_data(trace: Trace, task_named: TaskLookup | None = None) -> dict[
         "score": trace.score,
         "correct": trace.correct,
         "metrics": metrics,
+        "shared_requests": shared_requests(trace),
         "nodes": nodes,
         "vote": _vote_panel(trace, nodes),
         "gantt": _gantt(trace),
@@ -216,11 +238,11 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
                     "correct": trace.correct,
                     "new_tokens": m.new_tokens,
                     "wall_seconds": m.wall_seconds,
-                    "tokens_per_second": m.tokens_per_second,
                     "has_trace": True,
                 }
             )
     judged = [row for row in rows if row.get("correct") is not None]
+    sessions = read_json_lines(root / "runs.jsonl")
     first = next(iter(traces.values()), None)
     return {
         "name": root.resolve().name,
@@ -228,7 +250,8 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
         "correct": sum(1 for row in judged if row["correct"]),
         "judged": len(judged),
         "settings": _settings(first) if first else {},
-        "runs": read_json_lines(root / "runs.jsonl"),
+        "runs": sessions,
+        "speed": run_speed(sessions),
         "traces": {problem_id: trace_page_data(trace, task_named) for problem_id, trace in traces.items()},
     }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.comparison.pools import pool_chains, trace_chains
-from seed_tot.observe.comparison.runs import ProblemReport, read_jsonl, report_run, trace_of
+from seed_tot.observe.comparison.runs import ProblemReport, grows_a_tree, read_jsonl, report_run, trace_of
 from seed_tot.observe.trace import Trace
 from seed_tot.task import Problem, Task
 
@@ -87,7 +87,7 @@ def load_folders(folders: list[Path], task_of):
             raise SeedTotError(f"{folder} holds neither a run (results.jsonl) nor chains (cot_samples.jsonl).")
         if is_run:
             reports, traces = {r.problem.id: r for r in report_run(folder, task_of)}, run_traces(folder)
-            trees.append(TreeRun(run_label(folder, traces), reports, traces[0].search != "self-consistency"))
+            trees.append(TreeRun(run_label(folder, traces), reports, grows_a_tree(traces[0])))
             pools.append((folder, trace_chains(folder, task_of, bundled_of)))
         if has_pool:
             pools.append((folder, pool_chains(folder, task_of, bundled_of)))

@@ -21,6 +21,12 @@ from seed_tot.search.base import add_cot_node
 from seed_tot.task import Problem, Task
 
 ANSWER_RULES = ("final", "cot", "cot_vote", "search", "tree_vote")
+CHAIN_RULES = ("final", "cot")  # a run without a tree: its final answer is its chains' vote, it has no search choice
+
+
+def grows_a_tree(trace: Trace) -> bool:
+    """False for a self-consistency run, which runs only chains of thought."""
+    return trace.search != "self-consistency"
 
 
 @dataclass
@@ -33,6 +39,12 @@ class ProblemReport:
     sample_tokens: int
     path_vote_correct: bool = False  # the final answer with one vote per distinct path (vote_weight "path")
     chain_tokens: int = 0  # new tokens of the run's chains of thought (greedy, sampled, added), without the tree
+    has_tree: bool = True
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """The answer rules that mean something for this run (a run without a tree has two)."""
+        return ANSWER_RULES if self.has_tree else CHAIN_RULES
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -119,6 +131,7 @@ def report_problem(task: Task, problem: Problem, trace: Trace, samples: list[Gen
         path_vote_correct=task.score(problem, path_vote.answer) == 1.0,
         chain_tokens=sum(node.generation.new_tokens for node in tree.nodes()
                          if is_chain_of_thought(node) and node.generation is not None),
+        has_tree=grows_a_tree(trace),
     )
 
 

@@ -19,7 +19,7 @@ from seed_tot.observe.comparison.points import (
     verdict,
 )
 from seed_tot.observe.comparison.pools import pool_dtypes
-from seed_tot.observe.comparison.runs import ANSWER_RULES, ProblemReport
+from seed_tot.observe.comparison.runs import ANSWER_RULES, CHAIN_RULES, ProblemReport
 from seed_tot.observe.paired_stats import mcnemar_exact, paired_bootstrap
 
 COLUMNS = {
@@ -37,21 +37,28 @@ TOKENS_DEFINITION = (
 )
 
 
+CHAIN_COLUMNS = {"final": "final (the chains' vote)", "cot": "greedy CoT alone"}  # a run without a tree
+
+
 def table(reports: list[ProblemReport], wall_per_problem: str) -> str:
+    """One run's accuracy under each answer rule that applies to it (a run without a tree has no
+    search choice and no tree vote)."""
     n = len(reports)
-    counts = {rule: sum(r.correct[rule] for r in reports) for rule in ANSWER_RULES}
+    has_tree = any(r.has_tree for r in reports)
+    rules, columns = (ANSWER_RULES, COLUMNS) if has_tree else (CHAIN_RULES, CHAIN_COLUMNS)
+    counts = {rule: sum(r.correct[rule] for r in reports) for rule in rules}
     tree_tokens = sum(r.tree_tokens for r in reports) / n
     sample_tokens = sum(r.sample_tokens for r in reports) / n
     tokens = f"{tree_tokens:.0f}" + (f" + {sample_tokens:.0f}" if sample_tokens else "")
-    header = "| problems | " + " | ".join(COLUMNS[rule] for rule in ANSWER_RULES)
-    header += " | tokens / problem (tree + added chains) | run wall s / problem |"
-    cells = " | ".join(f"{counts[rule]}/{n} ({counts[rule] / n:.0%})" for rule in ANSWER_RULES)
-    rule_line = "|---" * (len(ANSWER_RULES) + 3) + "|"
+    header = "| problems | " + " | ".join(columns[rule] for rule in rules)
+    header += f" | tokens / problem ({'tree' if has_tree else 'chains'} + added chains) | run wall s / problem |"
+    cells = " | ".join(f"{counts[rule]}/{n} ({counts[rule] / n:.0%})" for rule in rules)
+    rule_line = "|---" * (len(rules) + 3) + "|"
     return f"{header}\n{rule_line}\n| {n} | {cells} | {tokens} | {wall_per_problem} |"
 
 
 def problem_line(report: ProblemReport) -> str:
-    answers = ", ".join(f"{rule} {answer}" for rule, answer in report.answers.items())
+    answers = ", ".join(f"{rule} {report.answers[rule]}" for rule in report.rules)
     recorded = "" if report.recorded_answer == report.answers["final"] else f" (the run answered {report.recorded_answer})"
     return f"{report.problem.id}: gold {report.problem.gold} | {answers}{recorded}"
 
