@@ -10,14 +10,16 @@ thought and 4 sampled ones (temperature/top-p of the thoughts, one seed per requ
      ones the package's own search asks for (same prompt token ids, seeds, temperatures, top-p, token
      budget, stop strings), and the answer comes from the package's vote
   c  `seed-tot gsm8k --method llama-cpp --server-parallel <rows in flight>`
-  d  transformers' generate() on the in-process target (--dtype as a), the rows of `--concurrency`
-     problems batched per call (greedy rows in one call, sampled rows in another), same prompts (slow)
+  d  `seed-tot gsm8k --method hf-generate`: transformers' generate() on the in-process target, one
+     request after another (the usual baseline; slow: --generate-limit N runs it on the first N
+     problems only, and the summary marks it)
 
 Each system runs alone in a child process, measured from outside: wall seconds, peak RSS of its
 process tree (llama.cpp's server included), load average before and after. Writes OUT/<system>/
 (the run's files, log.txt, measure.json), OUT/summary.json and OUT/summary.md.
 
     python scripts/engine_peers.py --limit 10 --systems a,b,c --out runs/engine-peers
+    python scripts/engine_peers.py --limit 10 --systems a,b,c,d --generate-limit 2 --out runs/engine-peers
     python scripts/engine_peers.py --tiny --limit 2 --threads 1 --out /tmp/peers      # smoke test
 """
 
@@ -43,16 +45,17 @@ SYSTEMS = {
     "a": "seed-tot gsm8k (in-process default)",
     "b": "llama.cpp server, tuned, harness client",
     "c": "seed-tot gsm8k --method llama-cpp",
-    "d": "transformers generate()",
+    "d": "seed-tot gsm8k --method hf-generate (transformers generate())",
 }
 DEFAULT_DATA = "tasks/data/gsm8k/test.jsonl"
 
 
 # ---------------------------------------------------------------- the run settings every system shares
 
-def cli_args(spec: dict) -> list[str]:
-    """The `seed-tot gsm8k` arguments that pick the problems, models and shared knobs."""
-    args = ["--data", spec["data"], "--start", str(spec["start"]), "--limit", str(spec["limit"]),
+def cli_args(spec: dict, limit: int | None = None) -> list[str]:
+    """The `seed-tot gsm8k` arguments that pick the problems (the first `limit` of them, default
+    all), models and shared knobs."""
+    args = ["--data", spec["data"], "--start", str(spec["start"]), "--limit", str(limit or spec["limit"]),
             "--concurrency", str(spec["concurrency"]), "--threads", str(spec["threads"])]
     return args + (["--tiny"] if spec["tiny"] else [])
 
@@ -183,94 +186,6 @@ def server_defaults() -> dict:
     return {name: getattr(params, name, None) for name in ("n_batch", "n_ubatch", "cache_ram_mib", "n_cache_reuse", "kv_unified")}
 
 
-# ---------------------------------------------------------------- system d: transformers generate()
-
-def worker_d(spec: dict, out: Path) -> dict:
-    import torch
-    from transformers import GenerationConfig
-
-    from seed_tot.models.loading import load_model
-    from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.requests import GenerationResult, GenerationStats
-    from seed_tot.observe.peers import FunctionExecutor
-    from seed_tot.search.driver import solve_many
-
-    plan = plan_for(spec, "hf-generate", out / "run")
-    torch.set_num_threads(spec["threads"])
-    loading = time.perf_counter()
-    runner = load_model(target_name(spec), dtype=plan.opts.dtype, device=plan.opts.device)
-    load_s = time.perf_counter() - loading
-    model, tokenizer = runner.model, runner.tokenizer
-    formatter = PromptFormatter(tokenizer)
-    search = plan.search_cls(plan.task, None, formatter, plan.search_config)
-    eos = int(tokenizer.eos_token_id) if tokenizer.eos_token_id is not None else 0
-    pad = int(tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else eos
-    calls = []
-
-    def generate_rows(requests) -> list:
-        """One generate() call for requests sharing a config (left-padded batch)."""
-        from seed_tot.decoding.token_sink import TokenSink, stop_rule
-
-        config = requests[0].config
-        width = max(len(r.prompt_ids) for r in requests)
-        ids = torch.tensor([[pad] * (width - len(r.prompt_ids)) + list(r.prompt_ids) for r in requests])
-        mask = torch.tensor([[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in requests])
-        sampled = config.temperature > 0
-        generation = GenerationConfig(
-            max_new_tokens=config.max_new_tokens, do_sample=sampled, temperature=config.temperature if sampled else None,
-            top_p=config.top_p if sampled else None, top_k=0 if sampled else None, repetition_penalty=1.0,
-            eos_token_id=None if config.ignore_eos else eos, pad_token_id=pad,
-        )
-        if sampled:
-            torch.manual_seed(requests[0].seed)  # one generator per call: per-request seeds cannot apply
-        started = time.perf_counter()
-        with torch.inference_mode():
-            output = model.generate(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                                    generation_config=generation)
-        seconds = time.perf_counter() - started
-        results = []
-        for request, row in zip(requests, output[:, width:].tolist(), strict=True):
-            sink = TokenSink(stop_rule(config, frozenset({eos}), lambda t: tokenizer.decode(t, skip_special_tokens=True)))
-            sink.extend(row)
-            results.append(GenerationResult(request.request_id, sink.token_ids,
-                                            tokenizer.decode(sink.token_ids, skip_special_tokens=True),
-                                            sink.finish_reason or "length",
-                                            GenerationStats(new_tokens=len(sink.token_ids), wall_seconds=seconds)))
-        calls.append({"rows": len(requests), "sampled": sampled, "seed": requests[0].seed if sampled else None,
-                      "seconds": round(seconds, 2), "new_tokens": sum(len(r.token_ids) for r in results)})
-        return results
-
-    def run_batch(requests: list) -> list:
-        """The rows of one round (every waiting problem's batch), one generate() call per decode config."""
-        by_config: dict = {}
-        for index, request in enumerate(requests):
-            by_config.setdefault(request.config.model_dump_json(), []).append(index)
-        results: list = [None] * len(requests)
-        for indices in by_config.values():
-            for index, result in zip(indices, generate_rows([requests[i] for i in indices]), strict=True):
-                results[index] = result
-        return results
-
-    records = []
-    concurrency = spec["concurrency"]
-    started = time.perf_counter()
-    for result in solve_many(search.steps, plan.todo, FunctionExecutor(run_batch), concurrency, continuous=False):
-        records.append(problem_record(result, time.perf_counter() - started))
-    run_wall = time.perf_counter() - started
-    write_jsonl(out / "results.jsonl", records)
-    write_jsonl(out / "generate_calls.jsonl", calls)
-    dtype = str(runner.dtype).removeprefix("torch.")
-    return totals(records, run_wall, load_s) | {
-        "method": "transformers generate()", "dtype": dtype, "concurrency": concurrency,
-        "threads": spec["threads"], "slots": None,
-        "knobs": {"batching": "rounds: one generate() call for the greedy rows, one for the sampled rows, of up to --concurrency problems (left-padded)",
-                  "seeds": "torch.manual_seed(first sampled request's seed) per generate() call",
-                  "torch": torch.__version__, "transformers": __import__("transformers").__version__,
-                  "top_k": 0, "repetition_penalty": 1.0},
-        "chains": chain_settings(plan.search_config),
-    }
-
-
 # ---------------------------------------------------------------- records shared by the workers
 
 def problem_record(result, since_start: float) -> dict:
@@ -319,10 +234,16 @@ def read_cli_run(run_dir: Path) -> dict:
     }
 
 
+CLI_SYSTEMS = ("a", "c", "d")  # systems that are a `seed-tot gsm8k` run
+
+
 def cli_command(spec: dict, system: str, out: Path) -> list[str]:
-    command = [sys.executable, "-m", "seed_tot", "gsm8k", *cli_args(spec), "--out", str(out / "run")]
+    limit = spec.get("generate_limit") if system == "d" else None
+    command = [sys.executable, "-m", "seed_tot", "gsm8k", *cli_args(spec, limit), "--out", str(out / "run")]
     if system == "c":
         command += ["--method", "llama-cpp", "--server-parallel", str(spec["rows"])]
+    if system == "d":
+        command += ["--method", "hf-generate"]
     return command
 
 
@@ -331,7 +252,7 @@ def cli_command(spec: dict, system: str, out: Path) -> list[str]:
 def run_system(system: str, spec: dict, out_root: Path, script: Path) -> dict:
     out = out_root / system
     out.mkdir(parents=True)
-    if system in ("a", "c"):
+    if system in CLI_SYSTEMS:
         command = cli_command(spec, system, out)
     else:
         (out / "spec.json").write_text(json.dumps(spec, indent=1))
@@ -343,7 +264,7 @@ def run_system(system: str, spec: dict, out_root: Path, script: Path) -> dict:
     try:
         if measured["returncode"] != 0:
             raise RuntimeError(f"exit code {measured['returncode']}")
-        if system in ("a", "c"):
+        if system in CLI_SYSTEMS:
             found = read_cli_run(out / "run")
             found["threads"] = (found.get("engine") or {}).get("threads", spec["threads"])
             found["slots"] = (found.get("engine") or {}).get("slots") if system == "c" else None
@@ -381,33 +302,37 @@ def answers_table(rows: list[dict], problem_ids: list[str]) -> list[str]:
 @click.option("--start", type=int, default=0, show_default=True, help="Index of the first problem.")
 @click.option("--limit", type=int, default=10, show_default=True, help="Number of problems.")
 @click.option("--systems", default="a,b,c", show_default=True, help="Comma-separated: a (seed-tot gsm8k default), "
-              "b (tuned llama.cpp + harness client), c (seed-tot gsm8k --method llama-cpp), d (transformers generate(), slow).")
+              "b (tuned llama.cpp + harness client), c (seed-tot gsm8k --method llama-cpp), d (seed-tot gsm8k "
+              "--method hf-generate: transformers generate(), one request after another; slow).")
+@click.option("--generate-limit", type=int, default=None, help="Run system d on the first N problems only "
+              "(default: all of them); the summary marks a system that ran on fewer problems.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Problems at once, the same for every system.")
 @click.option("--threads", type=int, default=None, help="Threads of every system (torch's, llama.cpp's). Default: the cores available.")
 @click.option("--out", "out_dir", default="runs/engine-peers", show_default=True, type=click.Path(file_okay=False))
 @click.option("--tiny", is_flag=True, help="The tiny random-weight pair (smoke test; answers are gibberish).")
 @click.option("--force", is_flag=True, help="Delete OUT/<system> folders left by an earlier run first.")
-@click.option("--worker", type=click.Choice(["b", "d"]), default=None, hidden=True)
-def main(data, start, limit, systems, concurrency, threads, out_dir, tiny, force, worker):
+@click.option("--worker", type=click.Choice(["b"]), default=None, hidden=True)
+def main(data, start, limit, systems, generate_limit, concurrency, threads, out_dir, tiny, force, worker):
     """Run GSM8K's default chains-of-thought vote through several engines, one after another, and
     compare wall time, tokens/s, accuracy and peak memory (OUT/summary.md, OUT/summary.json)."""
     out_root = Path(out_dir)
-    if worker is not None:  # inside the child process of system b or d
+    if worker is not None:  # inside the child process of system b
         out = out_root
         spec = json.loads((out / "spec.json").read_text())
-        found = worker_b(spec, out) if worker == "b" else worker_d(spec, out)
+        found = worker_b(spec, out)
         (out / "worker.json").write_text(json.dumps(found, indent=1))
         return
     chosen = [s.strip() for s in systems.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SYSTEMS]
     if unknown or not chosen:
         raise click.BadParameter(f"unknown system(s) {unknown}: choose from {', '.join(SYSTEMS)}", param_hint="--systems")
-    if limit < 1 or concurrency < 1:
-        raise click.BadParameter("--limit and --concurrency must be at least 1")
+    if limit < 1 or concurrency < 1 or (generate_limit is not None and generate_limit < 1):
+        raise click.BadParameter("--limit, --concurrency and --generate-limit must be at least 1")
     command_line = shlex.join([sys.executable, *sys.argv])
     data_path = Path(data) if Path(data).exists() or Path(data).is_absolute() else ROOT / data
     spec = {"data": str(data_path.resolve()), "start": start, "limit": limit,
-            "concurrency": concurrency, "threads": threads or cores_available(), "tiny": tiny}
+            "concurrency": concurrency, "threads": threads or cores_available(), "tiny": tiny,
+            "generate_limit": min(generate_limit, limit) if generate_limit else None}
     for system in chosen:
         if (out_root / system).exists():
             if not force:
@@ -426,7 +351,7 @@ def main(data, start, limit, systems, concurrency, threads, out_dir, tiny, force
         "cores_available": cores_available(), "cpu_count": os.cpu_count(), "host": os.uname().nodename,
         "problems": spec["problem_ids"], "data_file": spec["data_file"], "concurrency": concurrency,
         "rows_in_flight": spec["rows"], "threads": spec["threads"], "tiny": tiny, "chains": spec["chains"],
-        "systems": rows,
+        "generate_limit": spec["generate_limit"], "systems": rows,
     }
     (out_root / "summary.json").write_text(json.dumps(summary, indent=1))
     notes = [
@@ -434,7 +359,7 @@ def main(data, start, limit, systems, concurrency, threads, out_dir, tiny, force
         f"Command: `{command_line}`", "",
         f"Started {started}, {cores_available()} cores available, {concurrency} problems at once, "
         f"{spec['rows']} rows in flight, {spec['chains']['chains']} chains per problem (greedy + sampled, voting).", "",
-        markdown_table(rows),
+        markdown_table(rows, len(spec["problem_ids"])),
         "wall: run = from the first request to the last answer (models loaded); process = the whole child process. "
         "tokens/s = new tokens / run wall. peak RSS: the child's process tree, summed (llama.cpp's server included). "
         "load: 1-minute load average before / after.", "",
@@ -447,7 +372,7 @@ def main(data, start, limit, systems, concurrency, threads, out_dir, tiny, force
     notes += [f"- {row['system']}: `{row['command']}`" + (f" (FAILED: {row['error']}; see {row['log']})" if "error" in row else "")
               for row in rows]
     (out_root / "summary.md").write_text("\n".join(notes) + "\n")
-    click.echo(markdown_table(rows))
+    click.echo(markdown_table(rows, len(spec["problem_ids"])))
     click.echo(f"wrote {out_root / 'summary.json'} and {out_root / 'summary.md'}")
     if any("error" in row for row in rows):
         sys.exit(1)

@@ -1,6 +1,7 @@
 """scripts/engine_peers.py on the tiny pair: every system runs in its own child process and lands in
-the summary with plausible fields, and the tuned llama.cpp system (b) sends exactly the prompts
-(token ids, seeds, decode settings) that the in-process search asks for."""
+the summary with plausible fields (transformers generate(), system d, capped to one problem and
+marked so), and the tuned llama.cpp system (b) sends exactly the prompts (token ids, seeds, decode
+settings) that the in-process search asks for."""
 
 from __future__ import annotations
 
@@ -24,14 +25,14 @@ from tasks import get_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "engine_peers.py"
-SYSTEMS = ("a", "b", "c")  # d (transformers generate()) works on the tiny pair too; left out to keep this under 90 s
+SYSTEMS = ("a", "b", "c", "d")
 
 
 @pytest.fixture(scope="module")
 def peers(tmp_path_factory):
     out = tmp_path_factory.mktemp("peers")
     command = [sys.executable, str(SCRIPT), "--tiny", "--limit", "2", "--concurrency", "2", "--threads", "1",
-               "--systems", ",".join(SYSTEMS), "--out", str(out)]
+               "--systems", ",".join(SYSTEMS), "--generate-limit", "1", "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
@@ -44,24 +45,30 @@ def test_summary_has_every_system_with_plausible_fields(peers):
     assert "engine_peers.py" in summary["command"] and summary["command"] in markdown
     assert summary["chains"]["chains"] == 5 and summary["rows_in_flight"] == 10
     assert [row["system"] for row in summary["systems"]] == list(SYSTEMS)
+    assert summary["generate_limit"] == 1
     for row in summary["systems"]:
+        problems = summary["problems"][:1] if row["system"] == "d" else summary["problems"]
         assert "error" not in row, row.get("error")
-        assert row["returncode"] == 0 and row["problems"] == 2 and 0 <= row["correct"] <= 2
+        assert row["returncode"] == 0 and row["problems"] == len(problems) and 0 <= row["correct"] <= len(problems)
         assert row["new_tokens"] > 0 and row["tokens_per_s"] > 0
         assert 0 < row["run_wall_s"] <= row["process_wall_s"]
         assert 50 < row["peak_rss_mib"] < 64 * 1024
         assert row["peak_rss_largest_process_mib"] <= row["peak_rss_mib"]
         assert len(row["load_before"]) == 3 and len(row["load_after"]) == 3
         assert row["threads"] == 1
-        assert [p["problem_id"] for p in sorted(row["per_problem"], key=lambda p: p["problem_id"])] == summary["problems"]
+        assert sorted(p["problem_id"] for p in row["per_problem"]) == problems
         assert f"| {row['system']}: " in markdown
         assert (peers / row["system"] / "log.txt").is_file() and (peers / row["system"] / "measure.json").is_file()
     rows = {row["system"]: row for row in summary["systems"]}
     assert rows["b"]["slots"] == rows["c"]["slots"] == 10  # slots = 2 problems x 5 chains
     assert rows["b"]["knobs"]["xllamacpp"] and len(rows["b"]["knobs"]["model_sha256"]) == 64
     assert rows["c"]["engine"]["model_sha256"] == rows["b"]["knobs"]["model_sha256"]
-    assert rows["b"]["chains"] == rows["c"]["chains"] == summary["chains"]
-    assert markdown_table(summary["systems"]) in markdown
+    assert rows["b"]["chains"] == rows["c"]["chains"] == rows["d"]["chains"] == summary["chains"]
+    assert rows["d"]["method"] == "hf-generate" and "--method hf-generate" in rows["d"]["command"]
+    table = markdown_table(summary["systems"], len(summary["problems"]))
+    assert table in markdown
+    marked = [line for line in table.splitlines() if "†" in line]
+    assert marked[0].startswith("| d: ") and marked[1].startswith("† ran on the first problems only, not all 2")
     for problem_id in summary["problems"]:  # the answers table: gold, then each system's answer
         assert f"| {problem_id} | " in markdown
 

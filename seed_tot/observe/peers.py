@@ -122,8 +122,16 @@ def solve_concurrently(steps_of: Callable, problems: list, generate: Callable[[G
             yield future.result()
 
 
-def markdown_table(rows: list[dict]) -> str:
-    """The summary table: one line per system."""
+FEWER_MARK = "†"
+
+
+def ran_on_fewer(row: dict, problems: int | None) -> bool:
+    return problems is not None and row.get("problems") is not None and row["problems"] < problems
+
+
+def markdown_table(rows: list[dict], problems: int | None = None) -> str:
+    """The summary table: one line per system. A system that answered fewer than `problems`
+    problems is marked, and a line under the table says so: its totals cover fewer problems."""
     lines = [
         "| system | wall s (run / process) | new tokens | tokens/s | correct | peak RSS MiB | threads | slots | load before / after |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -135,9 +143,14 @@ def markdown_table(rows: list[dict]) -> str:
     for row in rows:
         load = f"{num((row.get('load_before') or [None])[0], '{:.2f}')} / {num((row.get('load_after') or [None])[0], '{:.2f}')}"
         correct = "-" if row.get("correct") is None else f"{row['correct']}/{row.get('problems')}"
+        if ran_on_fewer(row, problems):
+            correct += f" {FEWER_MARK}"
         lines.append(
             f"| {row['system']}: {row.get('label', '')} | {num(row.get('run_wall_s'))} / {num(row.get('process_wall_s'))} "
             f"| {num(row.get('new_tokens'), '{:,}')} | {num(row.get('tokens_per_s'), '{:.2f}')} | {correct} "
             f"| {num(row.get('peak_rss_mib'), '{:,.0f}')} | {num(row.get('threads'), '{}')} | {num(row.get('slots'), '{}')} | {load} |"
         )
+    if any(ran_on_fewer(row, problems) for row in rows):
+        lines += ["", f"{FEWER_MARK} ran on the first problems only, not all {problems}: its wall time, tokens and "
+                      "correct answers cover those problems."]
     return "\n".join(lines) + "\n"
