@@ -6,7 +6,7 @@ each run's OUT/.../runs.jsonl (wall time, tokens/s over the run, peak RSS) and i
 checks that every configuration built the same trees as the first (same thoughts, same answer).
 
   python scripts/bench_concurrency.py --task gsm8k --limit 4 --configs 1:rounds,4:rounds,4:continuous \\
-      --out docs/results/bench_concurrency_rounds_vs_continuous -- --depth 2
+      --out results/bench_concurrency_rounds_vs_continuous -- --depth 2
 
 A configuration is CONCURRENCY:BATCHING, optionally :DTYPE (e.g. 8:continuous:bfloat16) to
 compare dtypes side by side, and then :plain to run with packed linear layers turned off

@@ -10,7 +10,7 @@ executors' prefill of each merged round three ways, side by side, in one process
   cache      prefix, and prompts start from the KV kept from earlier rounds (the executors'
              LRU prefix cache, --cache-mb, as in a run: one cache over all rounds)
 
-  python scripts/bench_prefill.py runs/quality-gsm8k --problems 4 --output docs/results/bench_prefill.json
+  python scripts/bench_prefill.py runs/quality-gsm8k --problems 4 --output results/bench_prefill.json
 """
 
 from __future__ import annotations

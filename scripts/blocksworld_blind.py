@@ -8,7 +8,7 @@ length of its gold plan). A column joined with "+" pools run folders (e.g. two i
 every row after the first is paired with the first on the instances both hold (search's own choice,
 95% paired bootstrap).
 
-    python scripts/blocksworld_blind.py docs/results/blocksworld-41-60/mcts-choose docs/results/blocksworld-41-60/mcts-blind
+    python scripts/blocksworld_blind.py results/blocksworld-41-60/mcts-choose results/blocksworld-41-60/mcts-blind
 """
 
 from __future__ import annotations

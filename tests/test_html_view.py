@@ -68,7 +68,7 @@ def test_real_trace_every_vote_has_its_nodes():
 
     from seed_tot.observe.trace import load_trace
 
-    paths = sorted(Path(__file__).resolve().parent.parent.glob("docs/results/gsm8k-31-42/traces/*.json"))
+    paths = sorted(Path(__file__).resolve().parent.parent.glob("results/gsm8k-31-42/traces/*.json"))
     assert paths
     for path in paths:
         vote = trace_page_data(load_trace(path), bundled_task)["vote"]
