@@ -4,7 +4,7 @@ against what the run answered. The gap between "a correct candidate exists" and 
 is what a perfect selector (evaluator or vote) would add; a tree whose leaves rarely hold the
 gold needs a better evaluator during the search, not a better vote at the end.
 
-    python scripts/answer_headroom.py docs/results/quality-gsm8k [RUN ...]
+    python scripts/answer_headroom.py results/quality-gsm8k [RUN ...]
 
 Candidates are the nodes that take part in the vote (seed_tot.search.answers.vote_candidates:
 rejected and cut-off nodes do not count) stored in the trace: the greedy chain and --cot-samples

@@ -6,7 +6,7 @@ tokens per target forward (load-independent), wall-clock tokens/s and the ratio 
 tokens accepted / verified, and whether each output is token-identical to AR's.
 
     python scripts/bench_bita.py --checkpoint runs/bita/bita.safetensors --prompts 8 --max-new-tokens 96 \
-        --output docs/results/bita_gsm8k/bench.json
+        --output results/bita_gsm8k/bench.json
 
 BiTA "untrained" uses the parameters training starts from (init_prompt, same prefix/masks as the
 checkpoint); "trained" loads the checkpoint. Prompts are GSM8K test rows start+1 .. start+prompts

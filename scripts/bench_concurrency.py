@@ -6,7 +6,7 @@ each run's OUT/.../runs.jsonl (wall time, tokens/s over the run, peak RSS) and i
 checks that every configuration built the same trees as the first (same thoughts, same answer).
 
   python scripts/bench_concurrency.py --task gsm8k --limit 4 --configs 1:rounds,4:rounds,4:continuous \\
-      --out docs/results/bench_concurrency_rounds_vs_continuous -- --depth 2
+      --out results/bench_concurrency_rounds_vs_continuous -- --depth 2
 
 A configuration is CONCURRENCY:BATCHING, optionally :DTYPE (e.g. 8:continuous:bfloat16) to
 compare dtypes side by side, and then :plain to run with packed linear layers turned off
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import click
 
-from seed_tot.records import machine_facts, write_text_atomically
+from seed_tot.records import machine_facts, read_stored_text, stored_files, write_text_atomically
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -50,8 +50,8 @@ def parse_configs(text: str) -> list[tuple[int, str, str, bool]]:
 def trees(run_dir: Path) -> dict[str, tuple]:
     """Per problem: the thoughts of every node in creation order and the final answer."""
     out = {}
-    for path in sorted((run_dir / "traces").rglob("*.json")):
-        trace = json.loads(path.read_text())
+    for path in stored_files(run_dir / "traces", "*.json"):  # FILE.json or FILE.json.gz
+        trace = json.loads(read_stored_text(path))
         out[trace["problem_id"]] = (tuple(node["thought"] for node in trace["nodes"]), trace["final_answer"])
     return out
 

@@ -1,7 +1,7 @@
 """How closely a float16 or bfloat16 target follows the same model in float32, and whether
 float16's range holds its activations.
 
-    python scripts/bench_dtype_fidelity.py --start 100 --problems 8 --tokens 96 --out docs/results/dtype_fidelity.json
+    python scripts/bench_dtype_fidelity.py --start 100 --problems 8 --tokens 96 --out results/dtype_fidelity.json
 
 The float32 target decodes each GSM8K problem's chain-of-thought prompt greedily; then each
 lower-precision target reads the same prompt + tokens in one forward (teacher forcing) and we

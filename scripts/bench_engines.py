@@ -7,7 +7,7 @@ requests plus one greedy chain of thought, all with ignore_eos so every configur
 the same number of tokens.
 
     python scripts/bench_engines.py --configs llama-cpp,batched-lookup,llama-cpp+draft \\
-        --problem 31 --max-new-tokens 48 --out docs/results/engines/bench.json
+        --problem 31 --max-new-tokens 48 --out results/engines/bench.json
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Weight-only 4-bit matmul against the 16-bit linear layers, at the default target's shapes.
 
-    python scripts/bench_int4_matmul.py --threads 2 --out docs/results/bench_int4_matmul.json
+    python scripts/bench_int4_matmul.py --threads 2 --out results/bench_int4_matmul.json
 
 The default models are published as Q4_K_M GGUF files. Their Q4_K tensors are affine 4-bit
 weights in groups of 32 (w = scale * q - min per group), which is the layout of torch's CPU

@@ -2,7 +2,7 @@
 position on each forward) against seed-tot's SpareCapacityLayer (appends in place), side by side.
 
     python scripts/bench_kv_append.py --threads 2 --rows 8,32 --context 1000 --steps 8 \
-        --out docs/results/bench_kv_append.json
+        --out results/bench_kv_append.json
 
 For each rows x context, a RaggedBatchCache holds random KV of `context` positions per row (the
 cost of a forward does not depend on the values) and runs `--steps` one-token decode steps, once

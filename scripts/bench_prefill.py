@@ -10,7 +10,7 @@ executors' prefill of each merged round three ways, side by side, in one process
   cache      prefix, and prompts start from the KV kept from earlier rounds (the executors'
              LRU prefix cache, --cache-mb, as in a run: one cache over all rounds)
 
-  python scripts/bench_prefill.py runs/quality-gsm8k --problems 4 --output docs/results/bench_prefill.json
+  python scripts/bench_prefill.py runs/quality-gsm8k --problems 4 --output results/bench_prefill.json
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 
 from seed_tot.models.loading import load_model
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.records import machine_facts, write_text_atomically
+from seed_tot.records import machine_facts, read_stored_text, stored_files, write_text_atomically
 from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.prefix_cache import PrefixCache
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
@@ -37,7 +37,7 @@ MODES = {"none": (False, False), "identical": (True, False), "prefix": (True, Tr
 
 def value_rounds(trace_files: list[Path], problems: int, samples: int, formatter: PromptFormatter) -> list[list[list[int]]]:
     """Merged rounds: for each group of `problems` traces and each depth, every evaluated node's prompt x samples."""
-    traces = [json.loads(f.read_text()) for f in trace_files]
+    traces = [json.loads(read_stored_text(f)) for f in trace_files]
     rounds = []
     for start in range(0, len(traces), problems):
         by_depth: dict[int, list[list[int]]] = {}
@@ -73,12 +73,12 @@ def slots(prompts: list[list[int]], mode: str) -> int:
 @click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def main(run_dir: Path, target: str, dtype: str, problems: int, value_samples: int, limit_rounds: int, threads: int,
          cache_mb: float, output: Path | None) -> None:
-    """RUN_DIR: a task run's --out folder (its traces/*.json are read)."""
+    """RUN_DIR: a task run's --out folder (its traces/*.json are read, or traces/*.json.gz)."""
     if threads:
         torch.set_num_threads(threads)
 
     runner = load_model(target, dtype=dtype)
-    files = sorted((run_dir / "traces").glob("*.json"))
+    files = stored_files(run_dir / "traces", "*.json", recursive=False)
     if not files:
         raise click.ClickException(f"No traces in {run_dir / 'traces'}: pass the --out folder of a finished task run.")
     rounds = value_rounds(files, problems, value_samples, PromptFormatter(runner.tokenizer))

@@ -1,7 +1,7 @@
 """What turning a batch's logits into tokens costs: the top-p filter and `sample`, against the
 full-sort filter and torch.multinomial they replaced, on the real target's logits.
 
-    python scripts/bench_sampling.py --rows 39 --out docs/results/bench_sampling.json
+    python scripts/bench_sampling.py --rows 39 --out results/bench_sampling.json
 
 The target decodes --rows greedy continuations of GSM8K questions (prefilled one by one), and the
 logits of every decode position are kept; then each way of sampling runs over the same logits

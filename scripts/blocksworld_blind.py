@@ -8,7 +8,7 @@ length of its gold plan). A column joined with "+" pools run folders (e.g. two i
 every row after the first is paired with the first on the instances both hold (search's own choice,
 95% paired bootstrap).
 
-    python scripts/blocksworld_blind.py docs/results/blocksworld-41-60/mcts-choose docs/results/blocksworld-41-60/mcts-blind
+    python scripts/blocksworld_blind.py results/blocksworld-41-60/mcts-choose results/blocksworld-41-60/mcts-blind
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import click
 from seed_tot.observe.comparison.runs import search_choice
 from seed_tot.observe.paired_stats import paired_bootstrap
 from seed_tot.observe.trace import load_trace
+from seed_tot.records import stored_files
 from seed_tot.task import Problem
 from tasks.blocksworld import BlocksworldTask, plan_lines
 
@@ -39,7 +40,7 @@ def outcomes(folders: list[Path]) -> dict[str, Outcome]:
     """Per problem id, from every trace under FOLDER/traces/ of the pooled folders."""
     found = {}
     for folder in folders:
-        for path in sorted((folder / "traces").rglob("*.json")):
+        for path in stored_files(folder / "traces", "*.json"):  # FILE.json or FILE.json.gz
             trace = load_trace(path)
             meta = trace.problem_meta or {}
             problem = Problem(id=trace.problem_id, question=trace.question, gold=trace.gold, meta=meta)

@@ -7,7 +7,7 @@ and (thought mode "choose") of the move's probability at telling optimal moves f
 and, over expansions with two or more rated legal children, how often the child each signal
 ranks first is optimal, against the share of optimal children (a judge that picks at random).
 
-    python scripts/blocksworld_move_quality.py docs/results/blocksworld-21-40/choose docs/results/blocksworld-21-40/sample
+    python scripts/blocksworld_move_quality.py results/blocksworld-21-40/choose results/blocksworld-21-40/sample
 """
 
 from __future__ import annotations

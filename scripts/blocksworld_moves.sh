@@ -6,12 +6,12 @@
 # arms on a chunk before the next, so a run stopped part-way leaves both arms on the same
 # instances. Resumable: run the same command again.
 #
-#   nice -n 5 scripts/blocksworld_moves.sh [OUT]     # default docs/results/blocksworld-21-40
+#   nice -n 5 scripts/blocksworld_moves.sh [OUT]     # default results/blocksworld-21-40
 #   seed-tot report OUT/sample OUT/choose
-#   BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh docs/results/blocksworld-41-60   # one arm, instances 41-60
-#   BW_SEARCH=mcts BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh docs/results/blocksworld-41-60   # MCTS, into mcts-choose/
+#   BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh results/blocksworld-41-60   # one arm, instances 41-60
+#   BW_SEARCH=mcts BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh results/blocksworld-41-60   # MCTS, into mcts-choose/
 #   BW_DTYPE=bfloat16 ...    # --dtype bfloat16, into choose-bfloat16/ (default: --dtype auto, no suffix)
-#   BW_BREADTH=2 BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh docs/results/blocksworld-41-60   # beam b = 2, into choose-b2/
+#   BW_BREADTH=2 BW_START=40 BW_ARMS=choose scripts/blocksworld_moves.sh results/blocksworld-41-60   # beam b = 2, into choose-b2/
 #   BW_VALUE=samples ...     # --value-mode samples (the sampled State Evaluator), into <arm>-value-samples/
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
     . .venv/bin/activate
 fi
 
-OUT=${1:-docs/results/blocksworld-21-40}
+OUT=${1:-results/blocksworld-21-40}
 FIRST=${BW_START:-20}
 COUNT=${BW_LIMIT:-20}
 CHUNK=${BW_CHUNK:-5}

@@ -5,7 +5,7 @@ Jacobi trajectories (load-independent), greedy AR and Jacobi decoding timed side
 outputs must be equal: Jacobi is lossless), and the greedy CoT answer's correctness. Writes
 results.json and results.md to --out with every setting and the load average.
 
-    python scripts/cllm_measure.py --checkpoint PATH --rows 1-10 --out docs/results/cllm_x
+    python scripts/cllm_measure.py --checkpoint PATH --rows 1-10 --out results/cllm_x
 """
 
 from __future__ import annotations

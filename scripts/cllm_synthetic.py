@@ -2,7 +2,7 @@
 model pretrained on it from scratch, CLLM training on its Jacobi trajectories, and base vs trained
 on held-out problems. Every stage resumes: rerun the same command after an interruption.
 
-    nice -n 5 python scripts/cllm_synthetic.py --run-dir /work/cllm_runs/synthetic --results docs/results/cllm_synthetic
+    nice -n 5 python scripts/cllm_synthetic.py --run-dir /work/cllm_runs/synthetic --results results/cllm_synthetic
 
 Splits (all from seed_tot.training.arithmetic_corpus, questions checked disjoint):
   pretraining text     seed --train-seed, --train-texts problems (the CLLM prompts are its first --cllm-prompts)
@@ -235,7 +235,7 @@ def write_settings(path: Path, s: dict) -> None:
 
 @click.command()
 @click.option("--run-dir", default="/work/cllm_runs/synthetic", show_default=True, help="Model, checkpoint, per-problem rows (large files).")
-@click.option("--results", default="docs/results/cllm_synthetic", show_default=True, help="Settings, logs and tables (small files).")
+@click.option("--results", default="results/cllm_synthetic", show_default=True, help="Settings, logs and tables (small files).")
 @click.option("--pretrain-steps", type=int, default=1000, show_default=True)
 @click.option("--train-texts", type=int, default=DEFAULTS["train_texts"], show_default=True, help="Pretraining texts (one pass: steps x batch size).")
 @click.option("--batch-size", type=int, default=16, show_default=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from seed_tot.observe.trace import load_trace, tree_from_trace
+from seed_tot.records import stored_files
 from seed_tot.search.known_states import mark_repeats
 from seed_tot.tree import ReasoningTree
 from seed_tot.task import Problem
@@ -57,7 +58,7 @@ def main(paths: tuple[Path, ...]) -> None:
           "| evaluator tokens on them / all | trees that reached the goal |")
     print("|---|---|---|---|---|---|---|")
     for path in paths:
-        files = sorted(path.rglob("*.json")) if path.is_dir() else [path]
+        files = stored_files(path, "*.json") if path.is_dir() else [path]
         total, solved, problems = defaultdict(int), 0, 0
         for file in files:
             trace = load_trace(file)

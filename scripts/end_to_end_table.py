@@ -4,7 +4,7 @@ tokens/s over the run, dtype, concurrency), its results (results.jsonl: answers 
 gold in each problem's trace), `/usr/bin/time -v` (peak RSS of the largest process: for
 llama-cpp that is the server child) and the load average before and after.
 
-    python scripts/end_to_end_table.py docs/results/engines/gsm8k_31_34/*
+    python scripts/end_to_end_table.py results/engines/gsm8k_31_34/*
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ if str(ROOT) not in sys.path:  # `python scripts/engine_peers.py` from anywhere:
     sys.path.insert(0, str(ROOT))
 
 from seed_tot.observe.peers import cores_available, markdown_table, run_measured, solve_concurrently  # noqa: E402
+from seed_tot.records import read_stored_text, stored_files  # noqa: E402
 
 SYSTEMS = {
     "a": "seed-tot gsm8k (in-process default)",
@@ -219,9 +220,9 @@ def read_cli_run(run_dir: Path) -> dict:
     last = runs[-1] if runs else {}
     tokens = sum(r["new_tokens"] for r in results)
     engine, config = None, {}
-    traces = sorted((run_dir / "traces").glob("*.json"))
+    traces = stored_files(run_dir / "traces", "*.json", recursive=False)
     if traces:
-        config = json.loads(traces[0].read_text()).get("config", {})
+        config = json.loads(read_stored_text(traces[0])).get("config", {})
         engine = config.get("engine")
     wall = last.get("wall_seconds")
     return {

@@ -12,7 +12,7 @@
 # running the same command again (each folder also resumes problem by problem).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-docs/results/engines/gsm8k_31_42}
+OUT=${1:-results/engines/gsm8k_31_42}
 shift || true
 START=${E2E_START:-30}
 LIMIT=${E2E_LIMIT:-12}

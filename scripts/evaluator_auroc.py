@@ -33,7 +33,7 @@ import click
 
 from seed_tot.observe.paired_stats import auroc
 from seed_tot.observe.trace import Trace, load_trace, tree_from_trace
-from seed_tot.records import append_json_lines
+from seed_tot.records import GZIP_SUFFIX, append_json_lines, stored_files
 from seed_tot.tree import ReasoningTree
 from seed_tot.task import Problem
 from tasks import get_task
@@ -53,11 +53,11 @@ class Step:
 
 
 def trace_files(paths: list[Path]) -> list[tuple[str, Path]]:
-    """(source, trace file) for each path: a trace file, or every *.json below a directory."""
+    """(source, trace file) for each path: a trace file, or every *.json (or *.json.gz) below a directory."""
     found = []
     for path in paths:
         if path.is_dir():
-            found += [(str(path), f) for f in sorted(path.rglob("*.json"))]
+            found += [(str(path), f) for f in stored_files(path, "*.json")]
         elif path.is_file():
             found.append((str(path), path))
         else:
@@ -104,14 +104,15 @@ def read_steps(files: list[tuple[str, Path]]) -> tuple[list[Step], dict[str, tup
         task, known = task_and_problems(trace.task)
         problem = problem_of(trace, known)
         tree = tree_from_trace(trace)
-        loaded[str(path)] = (trace, task, problem, tree)
+        key = str(path.with_name(path.name.removesuffix(GZIP_SUFFIX)))  # a compressed trace keeps its name
+        loaded[key] = (trace, task, problem, tree)
         mode = trace.config.get("search", {}).get("value_mode", "samples")
         marks = labels(task, problem, tree)
         for node_id in rated(tree):
             reaches, answered = marks[node_id]
             node = tree.node(node_id)
             tokens = node.evaluation.new_tokens if node.evaluation is not None else 0
-            steps.append(Step(source, str(path), trace.task, mode, node_id, float(node.value), reaches, answered, tokens))
+            steps.append(Step(source, key, trace.task, mode, node_id, float(node.value), reaches, answered, tokens))
     return steps, loaded
 
 

@@ -7,9 +7,9 @@
 #
 #   nice -n 5 scripts/heldout_gsm8k.sh            # all stages in order
 #   scripts/heldout_gsm8k.sh pool8 tree           # some stages only
-#   seed-tot report docs/results/heldout-gsm8k-43-100/cot-pool docs/results/heldout-gsm8k-43-100/tree-bfs-logits-path
+#   seed-tot report results/heldout-gsm8k-43-100/cot-pool results/heldout-gsm8k-43-100/tree-bfs-logits-path
 #
-# Stages (why these settings: docs/results/heldout-gsm8k-43-100/README.md):
+# Stages (why these settings: results/heldout-gsm8k-43-100/README.md):
 #   pool8   8 sampled chains + the greedy chain per problem (self-consistency K = 1..8)
 #   tree    BFS n=3 b=1, logit State Evaluator, one vote per path, 4 sampled chains in the vote
 #   rerank  the logit State Evaluator rates the pool's chains: best-of-K against the vote on the same
@@ -26,7 +26,7 @@ if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
     . .venv/bin/activate
 fi
 
-OUT=${HELDOUT_OUT:-docs/results/heldout-gsm8k-43-100}
+OUT=${HELDOUT_OUT:-results/heldout-gsm8k-43-100}
 FIRST=42   # problem 43
 COUNT=58   # to problem 100
 CHUNK=${HELDOUT_CHUNK:-10}

@@ -1,8 +1,8 @@
 """Measure a learned judge on a held-out pool of chains: AUROC of chains and states within a problem,
 calibration, the reranking rules against self-consistency at each K, and a learning curve.
 
-    python scripts/judge_pool.py docs/results/heldout-gsm8k-43-100/cot-pool --train runs/value-gsm8k \
-        [--curve 25,50,100,200,400] [--report docs/results/value-gsm8k/heldout_report]
+    python scripts/judge_pool.py results/heldout-gsm8k-43-100/cot-pool --train runs/value-gsm8k \
+        [--curve 25,50,100,200,400] [--report results/value-gsm8k/heldout_report]
 
 --train is a `seed-tot train value --out` folder: its value_head.safetensors is measured, and its
 features (features-<dtype>/) give the learning curve: heads fit with the head's own layer, penalty

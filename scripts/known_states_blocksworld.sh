@@ -4,7 +4,7 @@
 # chunks of KS_CHUNK (default 5), both arms on a chunk before the next chunk starts, so a run
 # stopped part-way leaves both arms on the same instances. Resumable: run the same command again.
 #
-#   nice -n 5 scripts/known_states_blocksworld.sh [OUT]     # default docs/results/known_states/blocksworld-1-20
+#   nice -n 5 scripts/known_states_blocksworld.sh [OUT]     # default results/known_states/blocksworld-1-20
 #   seed-tot report OUT/before ; seed-tot report OUT/after
 #   python scripts/count_repeats.py OUT/before/traces OUT/after/traces
 set -euo pipefail
@@ -13,7 +13,7 @@ if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
     . .venv/bin/activate
 fi
 
-OUT=${1:-docs/results/known_states/blocksworld-1-20}
+OUT=${1:-results/known_states/blocksworld-1-20}
 FIRST=${KS_START:-0}
 COUNT=${KS_LIMIT:-20}
 CHUNK=${KS_CHUNK:-5}

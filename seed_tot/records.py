@@ -8,10 +8,15 @@ atomically, and the machine facts a measurement needs beside it.
   names one unit (a problem, a prompt) together with the settings it was computed under, so a
   resumed benchmark with other settings recomputes instead of mixing results.
 A torn last line (the process was killed mid-write) is ignored on load.
+
+Stored files may be kept gzip-compressed beside where they were written (results/ keeps its traces
+as `<id>.json.gz`): `stored_file`, `read_stored_text` and `stored_files` read `PATH` or `PATH.gz`
+alike, so the readers of traces (`seed-tot report`, `seed-tot trace`, the scripts) need no flag.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import platform
@@ -23,6 +28,43 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 # ----------------------------------------------------------------------------- files
+
+
+GZIP_SUFFIX = ".gz"
+
+
+def stored_file(path: str | os.PathLike) -> Path:
+    """`path`, or its gzip-compressed copy `path.gz` where only that one is stored."""
+    source = Path(path)
+    if source.suffix != GZIP_SUFFIX and not source.exists():
+        packed = source.with_name(source.name + GZIP_SUFFIX)
+        if packed.is_file():
+            return packed
+    return source
+
+
+def read_stored_text(path: str | os.PathLike) -> str:
+    """The text of `path` (UTF-8), decompressed when it, or the `path.gz` stored instead of it, is
+    gzip-compressed. Raises FileNotFoundError when neither exists; gzip.BadGzipFile or EOFError
+    for a damaged compressed file."""
+    source = stored_file(path)
+    if source.suffix == GZIP_SUFFIX:
+        with gzip.open(source, "rt", encoding="utf-8") as stream:
+            return stream.read()
+    return source.read_text(encoding="utf-8")
+
+
+def stored_files(folder: str | os.PathLike, pattern: str, recursive: bool = True) -> list[Path]:
+    """Files in `folder` (and below it, `recursive`) that match `pattern`, plain or compressed
+    (`pattern.gz`), sorted by their plain name; where both copies are stored, the plain one."""
+    root = Path(folder)
+    glob = root.rglob if recursive else root.glob
+    found: dict[Path, Path] = {}
+    for path in glob(pattern + GZIP_SUFFIX):
+        found.setdefault(path.with_name(path.name.removesuffix(GZIP_SUFFIX)), path)
+    for path in glob(pattern):
+        found[path] = path
+    return [found[name] for name in sorted(found)]
 
 
 def append_json_lines(path: Path, entries: list[dict]) -> None:

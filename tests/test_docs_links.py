@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/**/*.md points at a file or folder that exists.
+"""Every relative link in README.md, docs/**/*.md and results/**/*.md points at a file or folder that exists.
 
 Pure Python and fast: it reads the Markdown files, skips fenced code blocks and inline code,
 and resolves each inline link `[text](target)` (images too) against the linking file's folder.
@@ -20,7 +20,8 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def markdown_files(root: Path = ROOT) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    return pages + (sorted((root / "results").rglob("*.md")) if (root / "results").is_dir() else [])
 
 
 def links(markdown: str) -> list[str]:
@@ -44,7 +45,7 @@ def broken_links(path: Path, root: Path = ROOT) -> list[str]:
     return broken
 
 
-def test_every_relative_link_in_readme_and_docs_resolves():
+def test_every_relative_link_in_readme_docs_and_results_resolves():
     problems = {
         str(path.relative_to(ROOT)): bad
         for path in markdown_files()

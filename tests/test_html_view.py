@@ -67,9 +67,10 @@ def test_real_trace_every_vote_has_its_nodes():
     from pathlib import Path
 
     from seed_tot.observe.trace import load_trace
+    from seed_tot.records import stored_files
 
-    paths = sorted(Path(__file__).resolve().parent.parent.glob("docs/results/gsm8k-31-42/traces/*.json"))
-    assert paths
+    paths = stored_files(Path(__file__).resolve().parent.parent / "results/gsm8k-31-42/traces", "*.json")
+    assert len(paths) == 12
     for path in paths:
         vote = trace_page_data(load_trace(path), bundled_task)["vote"]
         assert vote["answers"] and all(len(a["nodes"]) == a["votes"] for a in vote["answers"]), path.name

@@ -8,6 +8,7 @@ import click
 
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import load_trace
+from seed_tot.records import GZIP_SUFFIX
 
 
 def bundled_task(name: str):
@@ -22,7 +23,7 @@ def bundled_task(name: str):
 
 @click.group()
 def trace() -> None:
-    """Inspect a trace JSON file written by a task run."""
+    """Inspect a trace JSON file written by a task run (FILE.json, or FILE.json.gz as results/ stores them)."""
 
 
 @trace.command("show")
@@ -46,7 +47,7 @@ def plot(file: str, out_dir: str | None) -> None:
 
     loaded = load_trace(file)
     base = Path(out_dir) if out_dir else Path(file).parent
-    stem = Path(file).stem
+    stem = Path(Path(file).name.removesuffix(GZIP_SUFFIX)).stem  # FILE.json or FILE.json.gz: FILE
     written = [plot_tree(loaded, base / f"{stem}.tree.png", bundled_task)]
     events = scheduler_events(loaded)
     if events:

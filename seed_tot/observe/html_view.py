@@ -18,7 +18,7 @@ from typing import Any
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import StatsRecord, Trace, load_trace
 from seed_tot.observe.trace_view import TaskLookup, node_answers
-from seed_tot.records import read_json_lines
+from seed_tot.records import GZIP_SUFFIX, read_json_lines, stored_file, stored_files
 from seed_tot.scheduling.events import TARGET, Event, intervals
 
 _DATA_MARK = "/*SEED_TOT_DATA*/"
@@ -209,7 +209,7 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
     root = Path(run_dir)
     check_one_run(root)
     traces: dict[str, Trace] = {}
-    for path in sorted(root.rglob("*.json")):
+    for path in stored_files(root, "*.json"):  # FILE.json or FILE.json.gz
         try:
             trace = load_trace(path)
         except SeedTotError:
@@ -285,18 +285,18 @@ def view_data(source: str | os.PathLike, task_named: TaskLookup | None = None) -
     path = Path(source)
     if path.is_dir():
         return {"kind": "run", "run": run_page_data(path, task_named)}
-    if not path.exists():
+    if not stored_file(path).exists():  # a trace stored compressed is found as FILE.json too
         raise SeedTotError(f"{str(path)!r} does not exist: pass a trace file or a run directory.")
     return {"kind": "trace", "trace": trace_page_data(load_trace(path), task_named)}
 
 
 def write_view(source: str | os.PathLike, out: str | os.PathLike | None = None, task_named: TaskLookup | None = None) -> Path:
     """Write the viewer page for a trace file or run directory; default path: beside the trace
-    (FILE.html) or inside the run directory (index.html)."""
+    (FILE.html, for FILE.json or FILE.json.gz) or inside the run directory (index.html)."""
     path = Path(source)
     data = view_data(path, task_named)
     if out is None:
-        out = path / "index.html" if path.is_dir() else path.with_suffix(".html")
+        out = path / "index.html" if path.is_dir() else path.with_name(path.name.removesuffix(GZIP_SUFFIX)).with_suffix(".html")
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render_page(data), encoding="utf-8")

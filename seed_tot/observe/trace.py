@@ -8,8 +8,10 @@ half-written trace. `tree_from_trace` rebuilds the ReasoningTree from a loaded t
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from seed_tot.errors import SeedTotError
 from seed_tot.metrics import BatchRecord, RunMetrics
-from seed_tot.records import write_text_atomically
+from seed_tot.records import read_stored_text, stored_file, write_text_atomically
 from seed_tot.requests import Executor, GenerationStats
 from seed_tot.search.base import SearchResult
 from seed_tot.task import Task
@@ -227,12 +229,17 @@ def write_trace(path: str | os.PathLike, trace: Trace) -> Path:
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
-    """Read a trace file; refuse files of another schema version or that do not validate."""
+    """Read a trace file, plain or gzip-compressed (`FILE.json.gz`, also found when `FILE.json` is
+    asked for); refuse files of another schema version or that do not validate."""
     source = Path(path)
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
+        data = json.loads(read_stored_text(source))
     except FileNotFoundError:
         raise SeedTotError(f"Trace file {str(source)!r} does not exist: check the path.") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise SeedTotError(
+            f"Trace file {str(stored_file(source))!r} is not a readable gzip file ({exc}): pass a seed-tot trace."
+        ) from None
     except json.JSONDecodeError as exc:
         raise SeedTotError(
             f"Trace file {str(source)!r} is not valid JSON ({exc.msg}): pass a seed-tot trace."

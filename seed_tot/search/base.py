@@ -36,7 +36,7 @@ ROOT_STATE = ""  # tasks keep the question in the problem; the state holds the t
 
 
 class SearchConfig(BaseModel):
-    """Settings every search shares (defaults chosen for small open models; README, Quality)."""
+    """Settings every search shares (defaults chosen for small open models: README, "How an answer is chosen")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
