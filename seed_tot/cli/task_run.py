@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -13,7 +13,21 @@ import click
 from tqdm import tqdm
 
 from seed_tot.cli.resume import check_resume
-from seed_tot.config import DecodeConfig, parse_k_config
+from seed_tot.cli.run_config import (  # noqa: F401 (re-exported: ray_run, the API server)
+    TaskRunOptions,
+    _check_numbers,
+    executor_options,
+    parse_method_option,
+    search_settings,
+    target_name,
+    with_task_defaults,
+)
+from seed_tot.cli.run_executor import (  # noqa: F401 (re-exported: ray_run, the API server)
+    check_memory_before_loading,
+    executor_spec,
+    open_engine,
+    within_memory_budget,
+)
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.records import (
     ProblemRecord,
@@ -27,170 +41,6 @@ from seed_tot.reasoning.judge import judge_answer
 from seed_tot.scheduling.progress import ProgressExecutor
 
 
-@dataclass
-class TaskRunOptions:
-    target: str
-    draft: str
-    tiny: bool
-    device: str
-    dtype: str
-    threads: int | None
-    method: str
-    k_config: str | None
-    k: int | None
-    workers: int | None
-    search: str | None  # None: the task's default_search (bfs where the task names none)
-    n_thoughts: int
-    breadth: int
-    depth: int | None
-    iterations: int
-    exploration_weight: float
-    output_strategy: str
-    temperature: float
-    top_p: float
-    max_new_tokens: int | None  # None: the task's thought budget (256 unless the task says more)
-    value_max_new_tokens: int
-    value_samples: int
-    value_temperature: float
-    cot: bool
-    vote: bool
-    cot_samples: int
-    seed: int
-    data_path: str | None
-    limit: int | None
-    start: int
-    ids: str | None
-    out_dir: str | None
-    resume: bool
-    concurrency: int | None = None  # None: default_concurrency(method)
-    batching: str = "continuous"
-    method_options: tuple[str, ...] = ()
-    draft_dtype: str = "auto"
-    value_mode: str | None = None  # None: the task's default_value_mode where the method can score, else samples
-    value_model: str | None = None  # value mode learned: the head file (None: the one shipped for the target)
-    known_states: bool = True
-    server_url: str | None = None
-    server_api: str = "auto"
-    server_parallel: int | None = None
-    server_timeout: float = 600.0
-    with_draft: bool = False
-    ray_address: str | None = None  # None: run here; "": Ray's default cluster; else a Ray address
-    ray_actors: int | None = None  # None: one per machine (seed_tot.distributed.ray_pool.plan_actors)
-    vote_weight: str = "leaf"
-    thought_mode: str | None = None  # None: the task's default_thought_mode where the method can score, else sample
-    backtrack: bool = True
-    max_memory: str | None = None  # None: default_budget() (half the machine's RAM)
-
-
-def executor_options(opts: TaskRunOptions) -> dict:
-    """Method settings for make_executor, validated before any model loads."""
-    from seed_tot.scheduling.factory import NEEDS_DRAFT, check_options
-
-    options: dict = {}
-    if opts.k_config is not None and opts.k is not None:
-        raise ConfigError("Give either --k or --k-config, not both: --k 4 means --k-config 1,1,1,1.")
-    if opts.k_config is not None:
-        options["k_config"] = parse_k_config(opts.k_config)
-    if opts.k is not None:
-        if opts.k < 1:
-            raise ConfigError(f"Bad --k {opts.k}: give a positive number of draft tokens.")
-        options["k"] = opts.k
-    if options and opts.method not in NEEDS_DRAFT | {"batched-lookup"}:
-        raise ConfigError(f"--k/--k-config apply to speculative methods, not to --method {opts.method}.")
-    if opts.with_draft and opts.method != "llama-cpp":
-        raise ConfigError(f"--with-draft applies to --method llama-cpp, not to --method {opts.method}.")
-    if opts.server_url and opts.method != "server":
-        raise ConfigError(f"--server-url applies to --method server, not to --method {opts.method}.")
-    if opts.method.startswith("seed"):
-        options["num_workers"] = opts.workers or opts.n_thoughts
-    elif opts.workers is not None:
-        raise ConfigError(f"--workers applies to --method seed or seed-mcsd, not to --method {opts.method}.")
-    for item in opts.method_options:
-        name, value = parse_method_option(item)
-        if name in options:
-            raise ConfigError(f"--method-option {name} is given twice (or also by --k, --k-config or --workers): keep one.")
-        options[name] = value
-    check_options(opts.method, options)
-    return options
-
-
-def parse_method_option(item: str) -> tuple[str, object]:
-    """"batched_verify=true" -> ("batched_verify", True) (also yes/no, on/off); numbers become int or float."""
-    name, sep, text = (part.strip() for part in item.partition("="))
-    if not sep or not name or not text:
-        raise ConfigError(f"Bad --method-option {item!r}: write NAME=VALUE, e.g. --method-option batched_verify=true.")
-    if text.lower() in ("true", "false", "yes", "no", "on", "off"):
-        return name, text.lower() in ("true", "yes", "on")
-    for kind in (int, float):
-        try:
-            return name, kind(text)
-        except ValueError:
-            pass
-    return name, text
-
-
-DEFAULT_THOUGHT_TOKENS = 256
-
-
-def search_settings(opts: TaskRunOptions, task=None) -> dict:
-    """The search config's settings from the options (`task` supplies the default thought budget)."""
-    thought_tokens = opts.max_new_tokens or (task.thought_tokens if task is not None else DEFAULT_THOUGHT_TOKENS)
-    settings = {
-        "n_thoughts": opts.n_thoughts,
-        "depth": opts.depth,
-        "seed": opts.seed,
-        "thought_decode": DecodeConfig(
-            max_new_tokens=thought_tokens, temperature=opts.temperature, top_p=opts.top_p
-        ),
-        "value_decode": DecodeConfig(
-            max_new_tokens=opts.value_max_new_tokens, temperature=opts.value_temperature, top_p=opts.top_p
-        ),
-        "value_samples": opts.value_samples,
-        "value_mode": opts.value_mode,
-        "known_states": opts.known_states,
-        "thought_mode": opts.thought_mode,
-        "cot_candidate": opts.cot,
-        "cot_samples": opts.cot_samples,
-        "vote": opts.vote,
-        "vote_weight": opts.vote_weight,
-    }
-    if opts.search == "bfs":
-        settings["breadth"] = opts.breadth
-        settings["backtrack"] = opts.backtrack
-    elif opts.search == "mcts":
-        settings.update(
-            iterations=opts.iterations,
-            exploration_weight=opts.exploration_weight,
-            output_strategy=opts.output_strategy,
-        )
-    return settings
-
-
-def _check_numbers(opts: TaskRunOptions) -> None:
-    for name, value in [("--thoughts", opts.n_thoughts), ("--breadth", opts.breadth), ("--iterations", opts.iterations),
-                        ("--max-new-tokens", opts.max_new_tokens or 1), ("--value-max-new-tokens", opts.value_max_new_tokens),
-                        ("--value-samples", opts.value_samples), ("--concurrency", opts.concurrency)]:
-        if value < 1:
-            raise ConfigError(f"{name} must be at least 1 (got {value}).")
-    if opts.depth is not None and opts.depth < 1:
-        raise ConfigError(f"--depth must be at least 1 (got {opts.depth}).")
-    if opts.cot_samples < 0:
-        raise ConfigError(f"--cot-samples must be 0 (none) or more (got {opts.cot_samples}).")
-    if opts.limit is not None and opts.limit < 1:
-        raise ConfigError(f"--limit must be at least 1 (got {opts.limit}).")
-    for name, value in [("--temperature", opts.temperature), ("--value-temperature", opts.value_temperature)]:
-        if value < 0:
-            raise ConfigError(f"{name} must be 0 (greedy) or positive (got {value}).")
-    if not 0 < opts.top_p <= 1:
-        raise ConfigError(f"--top-p must be in (0, 1] (got {opts.top_p}).")
-    sampled = [name for name, value in [("--temperature", opts.temperature), ("--value-temperature", opts.value_temperature)] if value > 0]
-    if opts.method == "fastcot" and sampled:
-        raise ConfigError(
-            f"--method fastcot decodes greedily only (it is approximate by design): add "
-            f"{' '.join(f'{name} 0' for name in sampled)}, or use --method lookahead or jacobi, which also sample."
-        )
-
-
 def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
     out = Path(opts.out_dir) if opts.out_dir else Path("runs") / f"{task_name}-{opts.method}"
     results = out / "results.jsonl"
@@ -199,60 +49,6 @@ def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
             f"{results} already holds results: pass --resume to continue that run, or choose another --out."
         )
     return out
-
-
-def target_name(opts: TaskRunOptions) -> str:
-    return "tiny-target" if opts.tiny else opts.target
-
-
-def executor_spec(opts: TaskRunOptions, method_settings: dict):
-    """The models and executor of this run, as a recipe any process (a Ray actor too) can build."""
-    from seed_tot.distributed.spec import ExecutorSpec
-
-    draft_name = "tiny-draft" if opts.tiny else opts.draft
-    return ExecutorSpec(method=opts.method, target=target_name(opts), draft=draft_name, dtype=opts.dtype,
-                        device=opts.device, draft_dtype=opts.draft_dtype, threads=opts.threads,
-                        options=method_settings)
-
-
-def open_engine(opts: TaskRunOptions):
-    """The server executor of --method llama-cpp (a server started for this run) or server."""
-    from seed_tot.engines.setup import open_llama_cpp, open_server
-
-    target = target_name(opts)
-    if opts.method == "server":
-        return open_server(opts.server_url, target, opts.server_api, opts.server_parallel, opts.server_timeout)
-    draft = ("tiny-draft" if opts.tiny else opts.draft) if opts.with_draft else None
-    return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
-
-
-def memory_budget(opts: TaskRunOptions) -> int:
-    from seed_tot.scheduling.memory import default_budget, parse_size
-
-    return parse_size(opts.max_memory) if opts.max_memory is not None else default_budget()
-
-
-def check_memory_before_loading(opts: TaskRunOptions) -> None:
-    """Refuse a budget too small for the target's weights and one row, before anything loads."""
-    from seed_tot.models.loading import resolve_device, resolve_dtype
-    from seed_tot.scheduling.memory import DTYPE_BYTES, check_before_loading
-
-    name = target_name(opts)
-    dtype = resolve_dtype(opts.dtype, resolve_device(opts.device), name)
-    check_before_loading(memory_budget(opts), name, DTYPE_BYTES[str(dtype).removeprefix("torch.")])
-
-
-def within_memory_budget(opts: TaskRunOptions, target, draft, method_settings: dict) -> tuple[dict | None, dict]:
-    """(the memory plan as recorded, the executor settings bounded by it) for the loaded models;
-    methods without a batch of rows keep their settings (no plan)."""
-    from seed_tot.scheduling.factory import option_names
-    from seed_tot.scheduling.memory import plan_for_models
-
-    if "max_kv_tokens" not in option_names(opts.method):
-        return None, method_settings
-    plan = plan_for_models(memory_budget(opts), target, draft, method_settings.get("prefix_cache_mb", 1024))
-    bounded = {"prefix_cache_mb": plan.prefix_cache_mb, "max_kv_tokens": plan.max_kv_tokens} | method_settings
-    return plan.record(), bounded
 
 
 def problem_extra(task_name: str, seed: int, task, executor, formatter, result) -> dict:
@@ -382,24 +178,6 @@ class RunPlan(NamedTuple):
     todo: list
     out: Path
     data_file: dict
-
-
-def with_task_defaults(opts: TaskRunOptions, task) -> TaskRunOptions:
-    """The task's own search, thought mode and value mode where the command gave none (the modes
-    that read log-probabilities only where the method can score; a task may name another search for
-    methods that cannot)."""
-    from seed_tot.scheduling.factory import can_score
-
-    scores = can_score(opts.method)
-    search = task.default_search
-    if not scores:
-        search = task.default_search_unscored or search
-    return replace(
-        opts,
-        search=opts.search or search,
-        thought_mode=opts.thought_mode or (task.default_thought_mode if scores else "sample"),
-        value_mode=opts.value_mode or (task.default_value_mode if scores else "samples"),
-    )
 
 
 def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
