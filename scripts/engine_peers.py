@@ -64,11 +64,13 @@ def cli_args(spec: dict, limit: int | None = None) -> list[str]:
 def plan_for(spec: dict, method: str, out: Path):
     """The run `seed-tot gsm8k <cli_args> --method METHOD --out OUT` would make (task, search, its
     config, the problems), parsed by the CLI's own command so the defaults are the CLI's."""
-    from seed_tot.cli.task_run import TaskRunOptions, plan_run
+    from seed_tot.cli.run_config import RunConfig
+    from seed_tot.cli.task_run import plan_run
     from seed_tot.cli.tasks import gsm8k
 
     context = gsm8k.make_context("gsm8k", [*cli_args(spec), "--method", method, "--out", str(out)])
-    return plan_run("gsm8k", TaskRunOptions(**context.params))
+    params = {k: v for k, v in context.params.items() if k != "print_config"}
+    return plan_run("gsm8k", RunConfig(**params))
 
 
 def chain_settings(search_config) -> dict:

@@ -16,8 +16,8 @@ from pathlib import Path
 from seed_tot.errors import ConfigError
 from seed_tot.records import machine_facts
 
-SPECULATIVE = {"sd", "mcsd", "seed", "seed-mcsd", "batched-sd", "batched-mcsd"}
-PEERS = {"hf-generate", "hf-assisted"}
+# Bench rows beside the methods: transformers' assisted generation (hf-generate is a method).
+PEERS = {"hf-assisted"}
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,17 @@ class Cell:
     events: list[dict] = field(default_factory=list, repr=False)
 
 
+def _needs_draft(name: str) -> bool:
+    from seed_tot.scheduling.methods import METHODS
+
+    return name in METHODS and METHODS[name].needs_draft
+
+
 def plan_rows(methods: list[str], k_configs: list[tuple[int, ...]]) -> list[Row]:
+    """One row per method, and one per draft shape for the methods with a draft model."""
     rows = []
     for method in methods:
-        if method in SPECULATIVE:
+        if _needs_draft(method):
             rows.extend(Row(method, k) for k in k_configs)
         else:
             rows.append(Row(method))
@@ -67,12 +74,12 @@ def plan_rows(methods: list[str], k_configs: list[tuple[int, ...]]) -> list[Row]
 
 def row_settings(rows: list[Row], pairs: list[tuple[str, object]]) -> dict[str, dict]:
     """(name, value) settings per method: each goes to every row whose method has that option."""
-    from seed_tot.scheduling.factory import METHODS, option_names
+    from seed_tot.scheduling.methods import METHODS
 
     methods = [r.method for r in rows if r.method in METHODS]
     by_method: dict[str, dict] = {}
     for name, value in pairs:
-        takers = [m for m in dict.fromkeys(methods) if name in option_names(m)]
+        takers = [m for m in dict.fromkeys(methods) if name in METHODS[m].settings]
         if not takers:
             raise ConfigError(f"No bench method takes --method-option {name}: add a method that has it (e.g. bita for checkpoint).")
         for method in takers:
@@ -81,19 +88,21 @@ def row_settings(rows: list[Row], pairs: list[tuple[str, object]]) -> dict[str, 
 
 
 def build_executor(row: Row, target, draft, n_thoughts: int, settings: dict | None = None):
-    from seed_tot.scheduling.factory import METHODS, make_executor
+    from seed_tot.scheduling.factory import make_executor
+    from seed_tot.scheduling.methods import METHOD_NAMES, METHODS
     from seed_tot.scheduling.peers import peer_executor
 
     if row.method in PEERS:
         return peer_executor(row.method, target, draft)
     if row.method not in METHODS:
-        raise ConfigError(f"Unknown bench method {row.method!r}: use {', '.join([*METHODS, *sorted(PEERS)])}.")
+        raise ConfigError(f"Unknown bench method {row.method!r}: use {', '.join([*METHOD_NAMES, *sorted(PEERS)])}.")
+    method = METHODS[row.method]
     options: dict = dict(settings or {})
     if row.k_config is not None:
         options["k_config"] = row.k_config
-    if row.method.startswith("seed"):
+    if method.draft_workers:
         options["num_workers"] = n_thoughts
-    return make_executor(row.method, target, draft if row.method in SPECULATIVE else None, **options)
+    return make_executor(row.method, target, draft if method.needs_draft else None, **options)
 
 
 def _busy_fraction(batches) -> float | None:

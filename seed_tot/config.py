@@ -49,6 +49,20 @@ def parse_k_config(text: str | tuple[int, ...] | list[int]) -> tuple[int, ...]:
     return values
 
 
+def draft_shape(k: int | None, k_config, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """The draft token-tree shape: `k_config` ("2,2,1" or a tuple), or a chain of `k` tokens, or
+    `default` when neither is given. Both at once, or a k below 1, is refused in one sentence."""
+    if k is not None and k_config is not None:
+        raise ConfigError("Give either k or k_config (--k or --k-config), not both: k=4 means k_config=1,1,1,1.")
+    if k is not None:
+        if int(k) < 1:
+            raise ConfigError(f"Bad draft length k={k}: give a positive number of draft tokens.")
+        return (1,) * int(k)
+    if k_config is not None:
+        return parse_k_config(k_config)
+    return None if default is None else parse_k_config(default)
+
+
 class SpeculationConfig(BaseModel):
     """Draft shape for speculative decoding: k_config=(1,1,1) is plain SD with k=3."""
 

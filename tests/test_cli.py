@@ -34,6 +34,11 @@ def test_task_command_writes_results_and_traces(tmp_path, command, method):
     trace = load_trace(record["trace_path"])
     assert trace.problem_id == record["problem_id"] and len(trace.nodes) >= 3
     assert "tokens/s" in proc.stdout and "trace" in proc.stdout
+    # the trace records the resolved configuration, all but where the run reads and writes and the machine
+    from seed_tot.cli.run_config import NOT_RECORDED, RunConfig
+
+    assert set(trace.config["run"]) == set(RunConfig.model_fields) - NOT_RECORDED
+    assert trace.config["run"]["method"] == trace.config["method"] == method and trace.config["run"]["search"]
     # no --concurrency given: the batched methods search 16 problems at once, the serial ones 1
     assert json.loads((out / "runs.jsonl").read_text())["concurrency"] == {"batched-sd": 16, "ar": 1, "sd": 1}[method]
 
@@ -213,7 +218,7 @@ def test_add_cot_samples_sends_what_the_search_itself_would_send(tmp_path):
 
 
 def test_method_options_parse_to_booleans_numbers_and_text():
-    from seed_tot.cli.task_run import parse_method_option
+    from seed_tot.cli.run_config import parse_method_option
     from seed_tot.errors import ConfigError
 
     assert parse_method_option("batched_verify=true") == ("batched_verify", True)
@@ -262,9 +267,9 @@ def test_the_search_defaults_to_the_tasks_own(tmp_path, monkeypatch, command, ar
 
     planned = {}
 
-    def plan(name, opts):
-        opts = task_run.plan_run(name, opts).opts
-        planned["settings"] = (opts.search, opts.thought_mode, opts.value_mode)
+    def plan(name, config):
+        config = task_run.plan_run(name, config).config
+        planned["settings"] = (config.search, config.thought_mode, config.value_mode)
 
     monkeypatch.setattr(task_run, "run_task", plan)
     result = CliRunner().invoke(main, [command, "--tiny", "--out", str(tmp_path / "x"), *args])

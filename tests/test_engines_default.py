@@ -4,7 +4,7 @@ arithmetic (no GPU), the in-process batched-lookup executor everywhere else."""
 import pytest
 import torch
 
-from seed_tot.cli.options import IN_PROCESS_DEFAULT_METHOD, resolve_auto_method
+from seed_tot.scheduling.methods import IN_PROCESS_DEFAULT_METHOD, resolve_method
 
 pytest.importorskip("xllamacpp")
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU default")
@@ -17,8 +17,8 @@ def test_gguf_targets_on_a_float32_only_cpu_run_on_llama_cpp(target, monkeypatch
 
     monkeypatch.setattr(loading, "cpu_supports_bf16", lambda: False)
     monkeypatch.setattr(loading, "cpu_supports_fp16", lambda: False)
-    assert resolve_auto_method(target, tiny=False, device="auto") == "llama-cpp"
-    assert resolve_auto_method(target, tiny=False, device="cpu") == "llama-cpp"
+    assert resolve_method("auto", target, tiny=False, device="auto") == "llama-cpp"
+    assert resolve_method("auto", target, tiny=False, device="cpu") == "llama-cpp"
 
 
 @no_gpu
@@ -26,7 +26,7 @@ def test_a_cpu_with_native_16_bit_arithmetic_runs_in_process(monkeypatch):
     import seed_tot.models.loading as loading
 
     monkeypatch.setattr(loading, "cpu_supports_bf16", lambda: True)
-    assert resolve_auto_method("default-target", tiny=False, device="cpu") == IN_PROCESS_DEFAULT_METHOD
+    assert resolve_method("auto", "default-target", tiny=False, device="cpu") == IN_PROCESS_DEFAULT_METHOD
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_a_cpu_with_native_16_bit_arithmetic_runs_in_process(monkeypatch):
     ],
 )
 def test_everything_else_stays_in_process(target, tiny, device):
-    assert resolve_auto_method(target, tiny, device) == IN_PROCESS_DEFAULT_METHOD
+    assert resolve_method("auto", target, tiny, device) == IN_PROCESS_DEFAULT_METHOD
 
 
 def test_the_embedded_server_uses_every_core_it_may_run_on_whatever_the_load(monkeypatch):

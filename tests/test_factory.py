@@ -5,7 +5,8 @@ import pytest
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.errors import ConfigError
-from seed_tot.scheduling.factory import METHODS, make_executor
+from seed_tot.scheduling.factory import make_executor
+from seed_tot.scheduling.methods import METHOD_NAMES
 from seed_tot.requests import GenerationRequest
 
 EXACT_IN_PROCESS = ["ar", "sd", "mcsd", "batched", "batched-sd", "batched-mcsd", "batched-lookup", "lookahead", "jacobi", "hf-generate"]
@@ -68,7 +69,7 @@ def test_unknown_method_lists_the_valid_ones(tiny_pair):
     with pytest.raises(ConfigError) as error:
         make_executor("beam", tiny_pair[1])
     message = str(error.value)
-    assert all(method in message for method in METHODS)
+    assert all(method in message for method in METHOD_NAMES)
 
 
 @pytest.mark.parametrize(

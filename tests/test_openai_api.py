@@ -21,7 +21,7 @@ openai = pytest.importorskip("openai")
 from conftest import requires_real_models  # noqa: E402
 from seed_tot.cli.api_server.server import ServerThread, free_port  # noqa: E402
 from seed_tot.cli.api_server.service import ApiService  # noqa: E402
-from seed_tot.cli.task_run import TaskRunOptions  # noqa: E402
+from seed_tot.cli.run_config import RunConfig  # noqa: E402
 
 SMALL = dict(n_thoughts=2, depth=2, iterations=2, value_samples=1, cot_samples=1, max_new_tokens=8,
              value_max_new_tokens=4)
@@ -30,7 +30,7 @@ STATEMENT = ("As initial conditions I have that, the red block is clear, the blu
              "My goal is to have that the red block is on top of the blue block.")
 
 
-def tiny_options(out: Path, **overrides) -> TaskRunOptions:
+def tiny_options(out: Path, **overrides) -> RunConfig:
     settings = dict(
         target="default-target", draft="default-draft", tiny=True, device="cpu", dtype="float32", threads=None,
         method="batched-lookup", k_config=None, k=None, workers=None, search=None, breadth=1,
@@ -40,7 +40,7 @@ def tiny_options(out: Path, **overrides) -> TaskRunOptions:
     )
     settings.update(SMALL)
     settings.update(overrides)
-    return TaskRunOptions(**settings)
+    return RunConfig(**settings)
 
 
 @pytest.fixture(scope="module")

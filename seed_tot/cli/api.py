@@ -56,17 +56,17 @@ def api(host: str, port: int, api_key: str | None, concurrency: int | None, max_
     whose model ids name a task and a search, e.g. gsm8k/self-consistency, blocksworld/mcts. The
     search and decoding options set each model's defaults; a request's temperature, top_p, max_tokens,
     n and seed override them (docs/api_server.md)."""
-    from seed_tot.cli.task_run import TaskRunOptions
+    from seed_tot.cli.run_config import RunConfig
     from seed_tot.cli.api_server.server import serve
     from seed_tot.cli.api_server.service import ApiService
 
     check_address(host, port)
     if api_key is None and host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"warning: listening on {host} without --api-key: anyone who reaches this port can use it", err=True)
-    opts = TaskRunOptions(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
-                          resume=False, concurrency=concurrency, batching=batching)
+    config = RunConfig(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
+                       resume=False, concurrency=concurrency, batching=batching)
     click.echo("loading models ...", err=True)
-    service = ApiService(opts, out_dir, max_queue=max_queue)
-    click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.opts.method}, concurrency "
-               f"{service.opts.concurrency}); models: {', '.join(service.catalog)}", err=True)
+    service = ApiService(config, out_dir, max_queue=max_queue)
+    click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.config.method}, concurrency "
+               f"{service.config.concurrency}); models: {', '.join(service.catalog)}", err=True)
     serve(service, host=host, port=port, api_key=api_key, shutdown_timeout=shutdown_timeout)

@@ -4,38 +4,7 @@ from __future__ import annotations
 
 import click
 
-from seed_tot.scheduling.factory import METHODS
-
-# The default is the in-process batched-lookup: on a quiet CPU it answered the first GSM8K problem
-# sooner than llama.cpp's server (measured: docs/engines.md#the-first-gsm8k-problem-end-to-end-on-a-quiet-machine).
-# "auto" (opt-in) picks llama-cpp on a machine without a GPU for a GGUF target, which was faster
-# only on a heavily loaded machine.
-DEFAULT_METHOD = "batched-lookup"
-IN_PROCESS_DEFAULT_METHOD = "batched-lookup"
-
-
-def resolve_auto_method(target: str, tiny: bool, device: str) -> str:
-    """What --method auto means for this target on this machine, by measurement
-    (docs/engines.md#comparing-engines): on a CPU with native 16-bit arithmetic the in-process
-    executor (bfloat16) answered 1.9-2.0x sooner than a tuned llama.cpp; on a CPU without it the
-    in-process target runs in float32 and llama.cpp's 4-bit kernels answered sooner, so a GGUF
-    target runs there on llama.cpp."""
-    import importlib.util
-
-    from seed_tot.models.loading import cpu_supports_bf16, cpu_supports_fp16
-    from seed_tot.models.registry import ALIASES
-
-    gguf_target = target in ALIASES or target.endswith(".gguf")
-    if tiny or not gguf_target or device not in ("auto", "cpu") or importlib.util.find_spec("xllamacpp") is None:
-        return IN_PROCESS_DEFAULT_METHOD
-    if device == "auto":
-        import torch
-
-        if torch.cuda.is_available():
-            return IN_PROCESS_DEFAULT_METHOD
-    if cpu_supports_bf16() or cpu_supports_fp16():
-        return IN_PROCESS_DEFAULT_METHOD
-    return "llama-cpp"
+from seed_tot.scheduling.methods import AUTO, DEFAULT_METHOD, METHOD_NAMES, method_help
 
 
 def _apply(f, options):
@@ -60,7 +29,7 @@ def model_options(f):
 
 def method_options(f):
     return _apply(f, [
-        click.option("--method", type=click.Choice(["auto", *METHODS]), default=DEFAULT_METHOD, show_default=True, help="Executor for every tree expansion. auto: llama-cpp for a GGUF target (the default pair) on a CPU without native 16-bit arithmetic (where the in-process target would run float32), else batched-lookup (docs/engines.md#comparing-engines). llama-cpp (llama.cpp's server started for the run, 4-bit GGUF), server (a running llama.cpp/vLLM/SGLang server, --server-url), ar (plain), hf-generate (transformers' generate(), one request at a time: the usual baseline), sd/mcsd (serial speculative), batched (batched AR), batched-sd/batched-mcsd (speculative batched across the n requests), batched-lookup (batched n-gram lookup drafts), seed/seed-mcsd (SEED: draft processes + FCFS verify queue), lookahead/jacobi/fastcot/cllm/bita (inner per-node decoders, run request by request; cllm: Jacobi decoding of a model trained by `seed-tot train cllm`, bita: prompt/mask tokens trained by `seed-tot train bita`, both with --method-option checkpoint=NAME_OR_PATH; --method is the one way to choose them, there is no separate --inner option)."),
+        click.option("--method", type=click.Choice([AUTO, *METHOD_NAMES]), default=DEFAULT_METHOD, show_default=True, help=method_help()),
         click.option("--k-config", "k_config", default=None, help="Draft token-tree shape, e.g. 2,2,1 (candidates per position); 1,1,1 = plain 3-token draft."),
         click.option("--k", "k", type=int, default=None, help="Draft length for a plain chain draft (same as --k-config 1,1,...,1)."),
         click.option("--workers", type=int, default=None, help="SEED draft processes (default: n thoughts)."),
@@ -120,4 +89,21 @@ def ray_options(f):
     return _apply(f, [
         click.option("--ray", "ray_address", is_flag=False, flag_value="", default=None, metavar="[ADDRESS]", help="Search the problems on Ray actors, each loading the models and executor (pip install \"seed-tot[ray]\"). Alone: the cluster in RAY_ADDRESS or one started here with `ray start --head`, else a new Ray on this machine; or give the cluster's address (e.g. 10.0.0.5:6379, auto). This process writes every result and trace (docs/ray.md)."),
         click.option("--ray-actors", "ray_actors", type=int, default=None, help="With --ray: number of actors (default: as many as the nodes hold when each takes the smallest node's CPUs, i.e. one per machine; --threads sets each actor's CPUs)."),
+    ])
+
+
+def _read_config_file(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
+    """--config FILE: its settings become the command's defaults, so options given explicitly win."""
+    if path is not None:
+        from seed_tot.cli.run_config import read_config_file
+
+        names = {p.name for p in ctx.command.params if p.name not in ("config_file", "print_config")}
+        ctx.default_map = {**(ctx.default_map or {}), **read_config_file(path, names)}
+    return path
+
+
+def config_options(f):
+    return _apply(f, [
+        click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None, is_eager=True, expose_value=False, callback=_read_config_file, help="Read the settings from FILE, a JSON object as --print-config writes it; options given on the command line replace the file's values."),
+        click.option("--print-config", "print_config", is_flag=True, help="Print the run's configuration, every default resolved (method, concurrency, the task's search and modes), as JSON, and exit without loading a model or reading the data."),
     ])

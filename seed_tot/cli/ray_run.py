@@ -10,9 +10,9 @@ from functools import partial
 import click
 from tqdm import tqdm
 
+from seed_tot.cli.run_config import RunConfig
+from seed_tot.cli.run_executor import executor_spec
 from seed_tot.cli.task_run import (
-    TaskRunOptions,
-    executor_spec,
     keep_problem,
     note_interrupt,
     nothing_left,
@@ -24,15 +24,16 @@ from seed_tot.cli.task_run import (
 from seed_tot.records import append_failure
 
 
-def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
+def run_task_on_ray(task_name: str, config: RunConfig) -> None:
     from seed_tot.distributed.ray_pool import solve_on_ray
     from seed_tot.distributed.work import Failed, SearchWork
 
-    opts, task, _, search_config, method_settings, todo, out, data_file = plan_run(task_name, opts)
+    config, task, _, search_config, method_settings, todo, out, data_file = plan_run(task_name, config)
     if nothing_left(todo, out):
         return
-    spec = executor_spec(opts, method_settings)
-    work = SearchWork(task, opts.search, search_config, extras=partial(problem_extra, task_name, opts.seed))
+    spec = executor_spec(config, method_settings)
+    recorded = config.recorded()
+    work = SearchWork(task, config.search, search_config, extras=partial(problem_extra, task_name, config.seed))
     actors: list[dict] = []
 
     def report(infos: list[dict]) -> None:
@@ -42,15 +43,15 @@ def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
                 f"loaded {', '.join(info['models'].values())} ({info['dtype']}), peak RSS {info['peak_rss_mib']} MiB")
             click.echo(f"ray actor {info['worker'] or '?'}: {state}")
 
-    problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search}, ray)", unit="problem",
+    problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({config.method}, {config.search}, ray)", unit="problem",
                        file=sys.stderr)
     run_started = time.perf_counter()
     finished = failed = 0
     interrupted = False
     try:
-        for outcome in solve_on_ray(spec, work, todo, address=opts.ray_address or None, actors=opts.ray_actors,
-                                    cpus_per_actor=opts.threads, concurrency=opts.concurrency,
-                                    continuous=opts.batching == "continuous", on_ready=report):
+        for outcome in solve_on_ray(spec, work, todo, address=config.ray_address or None, actors=config.ray_actors,
+                                    cpus_per_actor=config.threads, concurrency=config.concurrency,
+                                    continuous=config.batching == "continuous", on_ready=report):
             if isinstance(outcome, Failed):
                 path = append_failure(out / "results.jsonl", outcome.problem.id, outcome.error, outcome.attempts,
                                       outcome.workers)
@@ -59,7 +60,8 @@ def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
                            f"(listed in {path}; --resume tries it again)", file=sys.stdout)
             else:
                 outcome.trace.data_file = data_file  # the driver read the data file, not the actor
-                keep_problem(task_name, opts, out, outcome.result, outcome.trace, outcome.extra, run_started)
+                outcome.trace.config["run"] = recorded  # and resolved the configuration
+                keep_problem(task_name, config, out, outcome.result, outcome.trace, outcome.extra, run_started)
                 finished += 1
             problem_bar.update(1)
     except KeyboardInterrupt:
@@ -68,10 +70,10 @@ def run_task_on_ray(task_name: str, opts: TaskRunOptions) -> None:
         problem_bar.close()
     print_summary(out)
     loaded = [info for info in actors if not info.get("error")]
-    ray_totals = {"ray": {"address": opts.ray_address or "default", "actors": len(loaded), "failed_problems": failed,
+    ray_totals = {"ray": {"address": config.ray_address or "default", "actors": len(loaded), "failed_problems": failed,
                           "actor_peak_rss_mib_at_load": [info["peak_rss_mib"] for info in loaded]}}
-    print_run_totals(out, todo_done=finished, seconds=time.perf_counter() - run_started, opts=opts,
-                     dtype=loaded[0]["dtype"] if loaded else opts.dtype,
+    print_run_totals(out, todo_done=finished, seconds=time.perf_counter() - run_started, config=config,
+                     dtype=loaded[0]["dtype"] if loaded else config.dtype,
                      packed_layers=loaded[0]["packed_layers"] if loaded else 0, data_file=data_file,
                      extra_totals=ray_totals)
     if failed:

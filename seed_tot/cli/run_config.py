@@ -1,99 +1,204 @@
-"""The settings of a task run: the command's options, the executor's settings they give, the
-search config's settings, and the checks on them that run before any model loads."""
+"""The run configuration: every setting of a task run, resolved once into one frozen object that
+everything downstream reads.
+
+RunConfig holds the task commands' options under their own names: what `--print-config` prints
+and `--config FILE` reads back. A command builds one from what it was given; `resolve_config`
+decides what was left to a default (the method `auto`, the concurrency, the task's search,
+thought mode and value mode) and `check_config` refuses settings that cannot run together, both
+before any model loads. The machine-dependent memory plan is made later, from the loaded models.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import json
+from pathlib import Path
+from typing import Any
 
-from seed_tot.config import DecodeConfig, parse_k_config
+from pydantic import BaseModel, ConfigDict
+
+from seed_tot.config import DecodeConfig, draft_shape, parse_k_config
 from seed_tot.errors import ConfigError
+from seed_tot.scheduling.methods import Method, checked_settings, method_named, names_where, resolve_method
+
+# Where a run reads and writes, which problems it takes and the machine it runs on: the trace
+# records the rest of the configuration, so runs of one configuration compare equal wherever they ran.
+NOT_RECORDED = frozenset({"data_path", "limit", "start", "ids", "out_dir", "resume", "ray_address", "ray_actors",
+                          "threads", "max_memory", "server_url"})
 
 
-@dataclass
-class TaskRunOptions:
+class RunConfig(BaseModel):
+    """A task run's settings, by the option names of `seed-tot gsm8k --help`. None means "the
+    default", which resolve_config decides where it depends on the method or the task."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # models
     target: str
     draft: str
     tiny: bool
     device: str
     dtype: str
+    draft_dtype: str = "auto"
     threads: int | None
-    method: str
+    max_memory: str | None = None  # None: default_budget() (half the machine's RAM)
+    # method
+    method: str  # "auto" until resolved
     k_config: str | None
     k: int | None
     workers: int | None
-    search: str | None  # None: the task's default_search (bfs where the task names none)
+    method_options: tuple[str, ...] = ()
+    server_url: str | None = None
+    server_api: str = "auto"
+    server_parallel: int | None = None
+    server_timeout: float = 600.0
+    with_draft: bool = False
+    # search
+    search: str | None  # None: the task's default_search
     n_thoughts: int
     breadth: int
+    backtrack: bool = True
     depth: int | None
     iterations: int
     exploration_weight: float
+    thought_mode: str | None = None  # None: the task's default where the method can score, else the search's
+    known_states: bool = True
     output_strategy: str
+    # decoding and answers
     temperature: float
     top_p: float
-    max_new_tokens: int | None  # None: the task's thought budget (256 unless the task says more)
+    max_new_tokens: int | None  # None: the task's thought budget
     value_max_new_tokens: int
     value_samples: int
+    value_mode: str | None = None  # None: the task's default where the method can score, else the search's
+    value_model: str | None = None  # value mode learned: the head file (None: the one shipped for the target)
     value_temperature: float
     cot: bool
-    vote: bool
     cot_samples: int
+    vote: bool
+    vote_weight: str = "leaf"
     seed: int
+    # data, output, scheduling
     data_path: str | None
     limit: int | None
     start: int
     ids: str | None
     out_dir: str | None
     resume: bool
-    concurrency: int | None = None  # None: default_concurrency(method)
+    concurrency: int | None = None  # None: the method's default
     batching: str = "continuous"
-    method_options: tuple[str, ...] = ()
-    draft_dtype: str = "auto"
-    value_mode: str | None = None  # None: the task's default_value_mode where the method can score, else samples
-    value_model: str | None = None  # value mode learned: the head file (None: the one shipped for the target)
-    known_states: bool = True
-    server_url: str | None = None
-    server_api: str = "auto"
-    server_parallel: int | None = None
-    server_timeout: float = 600.0
-    with_draft: bool = False
     ray_address: str | None = None  # None: run here; "": Ray's default cluster; else a Ray address
     ray_actors: int | None = None  # None: one per machine (seed_tot.distributed.ray_pool.plan_actors)
-    vote_weight: str = "leaf"
-    thought_mode: str | None = None  # None: the task's default_thought_mode where the method can score, else sample
-    backtrack: bool = True
-    max_memory: str | None = None  # None: default_budget() (half the machine's RAM)
+
+    @property
+    def method_info(self) -> Method:
+        """The method's record (seed_tot/scheduling/methods.py)."""
+        return method_named(self.method)
+
+    @property
+    def target_name(self) -> str:
+        return "tiny-target" if self.tiny else self.target
+
+    @property
+    def draft_name(self) -> str:
+        return "tiny-draft" if self.tiny else self.draft
+
+    @property
+    def on_ray(self) -> bool:
+        return self.ray_address is not None
+
+    def recorded(self) -> dict[str, Any]:
+        """What a trace records of this configuration (all but NOT_RECORDED)."""
+        return self.model_dump(mode="json", exclude=set(NOT_RECORDED))
 
 
-def executor_options(opts: TaskRunOptions) -> dict:
-    """Method settings for make_executor, validated before any model loads."""
-    from seed_tot.scheduling.factory import NEEDS_DRAFT, check_options
+def resolve_config(config: RunConfig, task=None) -> RunConfig:
+    """`config` with every default that depends on the method or the task decided: the method
+    (auto), the concurrency and, given the task, its search, thought mode and value mode."""
+    method = resolve_method(config.method, config.target, config.tiny, config.device, on_ray=config.on_ray)
+    concurrency = method_named(method).concurrency if config.concurrency is None else config.concurrency
+    config = config.model_copy(update={"method": method, "concurrency": concurrency})
+    return config if task is None else with_task_defaults(config, task)
 
-    options: dict = {}
-    if opts.k_config is not None and opts.k is not None:
-        raise ConfigError("Give either --k or --k-config, not both: --k 4 means --k-config 1,1,1,1.")
-    if opts.k_config is not None:
-        options["k_config"] = parse_k_config(opts.k_config)
-    if opts.k is not None:
-        if opts.k < 1:
-            raise ConfigError(f"Bad --k {opts.k}: give a positive number of draft tokens.")
-        options["k"] = opts.k
-    if options and opts.method not in NEEDS_DRAFT | {"batched-lookup"}:
-        raise ConfigError(f"--k/--k-config apply to speculative methods, not to --method {opts.method}.")
-    if opts.with_draft and opts.method != "llama-cpp":
-        raise ConfigError(f"--with-draft applies to --method llama-cpp, not to --method {opts.method}.")
-    if opts.server_url and opts.method != "server":
-        raise ConfigError(f"--server-url applies to --method server, not to --method {opts.method}.")
-    if opts.method.startswith("seed"):
-        options["num_workers"] = opts.workers or opts.n_thoughts
-    elif opts.workers is not None:
-        raise ConfigError(f"--workers applies to --method seed or seed-mcsd, not to --method {opts.method}.")
-    for item in opts.method_options:
+
+def with_task_defaults(config: RunConfig, task) -> RunConfig:
+    """The task's own search, thought mode and value mode where the command gave none (the modes
+    that read log-probabilities only where the method can score; a task may name another search for
+    methods that cannot). Elsewhere the search's own defaults."""
+    from seed_tot.search import SearchConfig
+
+    scores = config.method_info.can_score
+    search = task.default_search if scores else (task.default_search_unscored or task.default_search)
+    thought_mode = task.default_thought_mode if scores else SearchConfig.model_fields["thought_mode"].default
+    value_mode = task.default_value_mode if scores else SearchConfig.model_fields["value_mode"].default
+    return config.model_copy(update={"search": config.search or search,
+                                     "thought_mode": config.thought_mode or thought_mode,
+                                     "value_mode": config.value_mode or value_mode})
+
+
+def check_config(config: RunConfig, task) -> dict:
+    """Refuse, in one sentence, settings of a resolved config that cannot run together; return the
+    method's settings for make_executor."""
+    check_numbers(config)
+    settings = executor_settings(config)
+    method = config.method_info
+    if config.on_ray and not method.in_process:
+        raise ConfigError(f"--ray runs the in-process methods, not --method {config.method}: pick e.g. --method "
+                          "batched-lookup, or drop --ray and point --method server at your engine.")
+    if config.value_mode == "logits":
+        if not task.verdict_values:
+            raise ConfigError(f"Task {task.name} has no verdict words to read from logits: use --value-mode samples.")
+        if not method.can_score:
+            raise ConfigError(_cannot_score(config.method, "--value-mode samples"))
+    if config.value_mode == "learned" and (not method.learned_values or config.on_ray):
+        raise ConfigError(f"--value-mode learned reads the target's hidden states in this process, which --method "
+                          f"{config.method}{' with --ray' if config.on_ray else ''} does not hold: use an "
+                          "in-process method such as batched-lookup, or --value-mode logits.")
+    if config.value_model is not None and config.value_mode != "learned":
+        raise ConfigError("--value-model applies to --value-mode learned: add it, or drop --value-model.")
+    if config.thought_mode == "choose" and not method.can_score:
+        raise ConfigError(_cannot_score(config.method, "--thought-mode sample"))
+    return settings
+
+
+def _cannot_score(method: str, fix: str) -> str:
+    return (f"--method {method} cannot read next-token log-probabilities: use {fix}, "
+            "or a method such as batched-lookup, batched or ar.")
+
+
+def executor_settings(config: RunConfig) -> dict:
+    """The method's settings for make_executor from --k, --k-config, --workers and --method-option,
+    checked before any model loads."""
+    method = config.method_info
+    draft_shape(config.k, config.k_config, None)  # both given, or a bad one, is refused here
+    settings: dict = {}
+    if config.k_config is not None:
+        settings["k_config"] = parse_k_config(config.k_config)
+    if config.k is not None:
+        settings["k"] = config.k
+    if settings and method.k_config is None:
+        raise ConfigError(f"--k/--k-config apply to speculative methods, not to --method {config.method}.")
+    if config.with_draft and not method.optional_draft:
+        raise ConfigError(f"--with-draft applies to --method {_either(lambda m: m.optional_draft)}, "
+                          f"not to --method {config.method}.")
+    if config.server_url and not method.connects:
+        raise ConfigError(f"--server-url applies to --method {_either(lambda m: m.connects)}, "
+                          f"not to --method {config.method}.")
+    if method.draft_workers:
+        settings["num_workers"] = config.workers or config.n_thoughts
+    elif config.workers is not None:
+        raise ConfigError(f"--workers applies to --method {_either(lambda m: m.draft_workers)}, "
+                          f"not to --method {config.method}.")
+    for item in config.method_options:
         name, value = parse_method_option(item)
-        if name in options:
+        if name in settings:
             raise ConfigError(f"--method-option {name} is given twice (or also by --k, --k-config or --workers): keep one.")
-        options[name] = value
-    check_options(opts.method, options)
-    return options
+        settings[name] = value
+    checked_settings(method, settings)
+    return settings
+
+
+def _either(test) -> str:
+    return " or ".join(names_where(test))
 
 
 def parse_method_option(item: str) -> tuple[str, object]:
@@ -111,85 +216,81 @@ def parse_method_option(item: str) -> tuple[str, object]:
     return name, text
 
 
-DEFAULT_THOUGHT_TOKENS = 256
-
-
-def search_settings(opts: TaskRunOptions, task=None) -> dict:
-    """The search config's settings from the options (`task` supplies the default thought budget)."""
-    thought_tokens = opts.max_new_tokens or (task.thought_tokens if task is not None else DEFAULT_THOUGHT_TOKENS)
-    settings = {
-        "n_thoughts": opts.n_thoughts,
-        "depth": opts.depth,
-        "seed": opts.seed,
-        "thought_decode": DecodeConfig(
-            max_new_tokens=thought_tokens, temperature=opts.temperature, top_p=opts.top_p
-        ),
-        "value_decode": DecodeConfig(
-            max_new_tokens=opts.value_max_new_tokens, temperature=opts.value_temperature, top_p=opts.top_p
-        ),
-        "value_samples": opts.value_samples,
-        "value_mode": opts.value_mode,
-        "known_states": opts.known_states,
-        "thought_mode": opts.thought_mode,
-        "cot_candidate": opts.cot,
-        "cot_samples": opts.cot_samples,
-        "vote": opts.vote,
-        "vote_weight": opts.vote_weight,
-    }
-    if opts.search == "bfs":
-        settings["breadth"] = opts.breadth
-        settings["backtrack"] = opts.backtrack
-    elif opts.search == "mcts":
-        settings.update(
-            iterations=opts.iterations,
-            exploration_weight=opts.exploration_weight,
-            output_strategy=opts.output_strategy,
-        )
-    return settings
-
-
-def _check_numbers(opts: TaskRunOptions) -> None:
-    for name, value in [("--thoughts", opts.n_thoughts), ("--breadth", opts.breadth), ("--iterations", opts.iterations),
-                        ("--max-new-tokens", opts.max_new_tokens or 1), ("--value-max-new-tokens", opts.value_max_new_tokens),
-                        ("--value-samples", opts.value_samples), ("--concurrency", opts.concurrency)]:
+def check_numbers(config: RunConfig) -> None:
+    for name, value in [("--thoughts", config.n_thoughts), ("--breadth", config.breadth),
+                        ("--iterations", config.iterations), ("--max-new-tokens", config.max_new_tokens or 1),
+                        ("--value-max-new-tokens", config.value_max_new_tokens),
+                        ("--value-samples", config.value_samples), ("--concurrency", config.concurrency)]:
         if value < 1:
             raise ConfigError(f"{name} must be at least 1 (got {value}).")
-    if opts.depth is not None and opts.depth < 1:
-        raise ConfigError(f"--depth must be at least 1 (got {opts.depth}).")
-    if opts.cot_samples < 0:
-        raise ConfigError(f"--cot-samples must be 0 (none) or more (got {opts.cot_samples}).")
-    if opts.limit is not None and opts.limit < 1:
-        raise ConfigError(f"--limit must be at least 1 (got {opts.limit}).")
-    for name, value in [("--temperature", opts.temperature), ("--value-temperature", opts.value_temperature)]:
+    if config.depth is not None and config.depth < 1:
+        raise ConfigError(f"--depth must be at least 1 (got {config.depth}).")
+    if config.cot_samples < 0:
+        raise ConfigError(f"--cot-samples must be 0 (none) or more (got {config.cot_samples}).")
+    if config.limit is not None and config.limit < 1:
+        raise ConfigError(f"--limit must be at least 1 (got {config.limit}).")
+    temperatures = [("--temperature", config.temperature), ("--value-temperature", config.value_temperature)]
+    for name, value in temperatures:
         if value < 0:
             raise ConfigError(f"{name} must be 0 (greedy) or positive (got {value}).")
-    if not 0 < opts.top_p <= 1:
-        raise ConfigError(f"--top-p must be in (0, 1] (got {opts.top_p}).")
-    sampled = [name for name, value in [("--temperature", opts.temperature), ("--value-temperature", opts.value_temperature)] if value > 0]
-    if opts.method == "fastcot" and sampled:
+    if not 0 < config.top_p <= 1:
+        raise ConfigError(f"--top-p must be in (0, 1] (got {config.top_p}).")
+    sampled = [name for name, value in temperatures if value > 0]
+    if config.method_info.greedy_only and sampled:
         raise ConfigError(
-            f"--method fastcot decodes greedily only (it is approximate by design): add "
+            f"--method {config.method} decodes greedily only (it is approximate by design): add "
             f"{' '.join(f'{name} 0' for name in sampled)}, or use --method lookahead or jacobi, which also sample."
         )
 
 
-def target_name(opts: TaskRunOptions) -> str:
-    return "tiny-target" if opts.tiny else opts.target
+def search_settings(config: RunConfig, task) -> dict:
+    """The search config's settings from the run config (`task` supplies the default thought budget)."""
+    thought_tokens = config.max_new_tokens or task.thought_tokens
+    settings = {
+        "n_thoughts": config.n_thoughts,
+        "depth": config.depth,
+        "seed": config.seed,
+        "thought_decode": DecodeConfig(
+            max_new_tokens=thought_tokens, temperature=config.temperature, top_p=config.top_p
+        ),
+        "value_decode": DecodeConfig(
+            max_new_tokens=config.value_max_new_tokens, temperature=config.value_temperature, top_p=config.top_p
+        ),
+        "value_samples": config.value_samples,
+        "value_mode": config.value_mode,
+        "known_states": config.known_states,
+        "thought_mode": config.thought_mode,
+        "cot_candidate": config.cot,
+        "cot_samples": config.cot_samples,
+        "vote": config.vote,
+        "vote_weight": config.vote_weight,
+    }
+    if config.search == "bfs":
+        settings["breadth"] = config.breadth
+        settings["backtrack"] = config.backtrack
+    elif config.search == "mcts":
+        settings.update(
+            iterations=config.iterations,
+            exploration_weight=config.exploration_weight,
+            output_strategy=config.output_strategy,
+        )
+    return settings
 
 
-def with_task_defaults(opts: TaskRunOptions, task) -> TaskRunOptions:
-    """The task's own search, thought mode and value mode where the command gave none (the modes
-    that read log-probabilities only where the method can score; a task may name another search for
-    methods that cannot)."""
-    from seed_tot.scheduling.factory import can_score
-
-    scores = can_score(opts.method)
-    search = task.default_search
-    if not scores:
-        search = task.default_search_unscored or search
-    return replace(
-        opts,
-        search=opts.search or search,
-        thought_mode=opts.thought_mode or (task.default_thought_mode if scores else "sample"),
-        value_mode=opts.value_mode or (task.default_value_mode if scores else "samples"),
-    )
+def read_config_file(path: str | Path, names: set[str]) -> dict[str, Any]:
+    """The settings of a file written by --print-config (JSON); a key that names no option of the
+    command, or a file that is not such an object, is refused in one sentence."""
+    try:
+        values = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"Cannot read --config {path} ({exc.strerror}): check the path.") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--config {path} is not JSON ({exc.msg}, line {exc.lineno}): write it with "
+                          "--print-config.") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"--config {path} must hold one JSON object of settings, as --print-config writes.")
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ConfigError(f"--config {path} has an unknown setting {unknown[0]!r}: the settings are the options' "
+                          "names, as --print-config writes them.")
+    return values

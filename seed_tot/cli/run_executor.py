@@ -1,56 +1,83 @@
-"""A run's executor from its options: the recipe its models are loaded from, the inference server
-an engine method starts or connects to, and the memory budget that bounds an in-process run."""
+"""A run's executor from its configuration: the models loaded in this process (or the recipe a Ray
+actor loads them from), or the inference server an engine method starts or connects to, and the
+memory budget that bounds an in-process run."""
 
 from __future__ import annotations
 
-from seed_tot.cli.run_config import TaskRunOptions, target_name
+from typing import Any, NamedTuple
+
+from seed_tot.cli.run_config import RunConfig
 
 
-def executor_spec(opts: TaskRunOptions, method_settings: dict):
+class LoadedExecutor(NamedTuple):
+    """What a run searches with, and what its traces record about it."""
+
+    executor: Any
+    tokenizer: Any
+    target: Any  # the target's ModelRunner (None for an engine)
+    models: dict[str, str]  # the trace's `models`
+    packed_layers: int
+    trace_config: dict[str, Any]  # what the trace's `config` records beside the search
+    memory: dict | None  # the memory plan, where the method's rows are bounded by it
+
+
+def load_executor(config: RunConfig, settings: dict) -> LoadedExecutor:
+    """Load the models and build the method's executor, or open its engine."""
+    from seed_tot.distributed.spec import model_names, trace_settings
+    from seed_tot.scheduling.factory import make_executor
+
+    if config.method_info.engine:
+        engine = open_engine(config)
+        recorded = {"method": config.method, "dtype": "gguf", "engine": engine.engine}  # engines take no settings
+        return LoadedExecutor(engine.executor, engine.tokenizer, None, engine.models, 0, recorded, None)
+    target, draft = executor_spec(config, settings).load_models()
+    memory, settings = within_memory_budget(config, target, draft, settings)
+    executor = make_executor(config.method, target, draft, **settings)
+    recorded = trace_settings(config.method, target, settings) | {"memory": memory}
+    return LoadedExecutor(executor, target.tokenizer, target, model_names(target, draft), target.packed_layers,
+                          recorded, memory)
+
+
+def executor_spec(config: RunConfig, settings: dict):
     """The models and executor of this run, as a recipe any process (a Ray actor too) can build."""
     from seed_tot.distributed.spec import ExecutorSpec
 
-    draft_name = "tiny-draft" if opts.tiny else opts.draft
-    return ExecutorSpec(method=opts.method, target=target_name(opts), draft=draft_name, dtype=opts.dtype,
-                        device=opts.device, draft_dtype=opts.draft_dtype, threads=opts.threads,
-                        options=method_settings)
+    return ExecutorSpec(method=config.method, target=config.target_name, draft=config.draft_name, dtype=config.dtype,
+                        device=config.device, draft_dtype=config.draft_dtype, threads=config.threads, options=settings)
 
 
-def open_engine(opts: TaskRunOptions):
-    """The server executor of --method llama-cpp (a server started for this run) or server."""
-    from seed_tot.engines.setup import open_llama_cpp, open_server
+def open_engine(config: RunConfig):
+    """The server executor of an engine method: a server started for this run, or one running."""
+    from seed_tot.engines.setup import EngineSettings
 
-    target = target_name(opts)
-    if opts.method == "server":
-        return open_server(opts.server_url, target, opts.server_api, opts.server_parallel, opts.server_timeout)
-    draft = ("tiny-draft" if opts.tiny else opts.draft) if opts.with_draft else None
-    return open_llama_cpp(target, draft, opts.server_parallel, opts.threads, opts.server_timeout)
+    draft = config.draft_name if config.with_draft else None
+    settings = EngineSettings(target=config.target_name, draft=draft, url=config.server_url, api=config.server_api,
+                              parallel=config.server_parallel, threads=config.threads, timeout=config.server_timeout)
+    return config.method_info.builder()(settings)
 
 
-def memory_budget(opts: TaskRunOptions) -> int:
+def memory_budget(config: RunConfig) -> int:
     from seed_tot.scheduling.memory import default_budget, parse_size
 
-    return parse_size(opts.max_memory) if opts.max_memory is not None else default_budget()
+    return parse_size(config.max_memory) if config.max_memory is not None else default_budget()
 
 
-def check_memory_before_loading(opts: TaskRunOptions) -> None:
+def check_memory_before_loading(config: RunConfig) -> None:
     """Refuse a budget too small for the target's weights and one row, before anything loads."""
-    from seed_tot.models.loading import resolve_device, resolve_dtype
+    from seed_tot.models.loading import dtype_name, resolve_device, resolve_dtype
     from seed_tot.scheduling.memory import DTYPE_BYTES, check_before_loading
 
-    name = target_name(opts)
-    dtype = resolve_dtype(opts.dtype, resolve_device(opts.device), name)
-    check_before_loading(memory_budget(opts), name, DTYPE_BYTES[str(dtype).removeprefix("torch.")])
+    dtype = resolve_dtype(config.dtype, resolve_device(config.device), config.target_name)
+    check_before_loading(memory_budget(config), config.target_name, DTYPE_BYTES[dtype_name(dtype)])
 
 
-def within_memory_budget(opts: TaskRunOptions, target, draft, method_settings: dict) -> tuple[dict | None, dict]:
+def within_memory_budget(config: RunConfig, target, draft, settings: dict) -> tuple[dict | None, dict]:
     """(the memory plan as recorded, the executor settings bounded by it) for the loaded models;
     methods without a batch of rows keep their settings (no plan)."""
-    from seed_tot.scheduling.factory import option_names
     from seed_tot.scheduling.memory import plan_for_models
 
-    if "max_kv_tokens" not in option_names(opts.method):
-        return None, method_settings
-    plan = plan_for_models(memory_budget(opts), target, draft, method_settings.get("prefix_cache_mb", 1024))
-    bounded = {"prefix_cache_mb": plan.prefix_cache_mb, "max_kv_tokens": plan.max_kv_tokens} | method_settings
+    if not config.method_info.memory_bounded:
+        return None, settings
+    plan = plan_for_models(memory_budget(config), target, draft, settings.get("prefix_cache_mb", 1024))
+    bounded = {"prefix_cache_mb": plan.prefix_cache_mb, "max_kv_tokens": plan.max_kv_tokens} | settings
     return plan.record(), bounded

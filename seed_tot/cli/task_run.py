@@ -1,11 +1,10 @@
-"""One task run from the CLI: check the settings, load models, search every problem, keep
-every finished problem (results.jsonl + one trace each), print a summary."""
+"""One task run from the CLI: resolve and check its configuration, load models, search every
+problem, keep every finished problem (results.jsonl + one trace each), print a summary."""
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -13,21 +12,8 @@ import click
 from tqdm import tqdm
 
 from seed_tot.cli.resume import check_resume
-from seed_tot.cli.run_config import (  # noqa: F401 (re-exported: ray_run, the API server)
-    TaskRunOptions,
-    _check_numbers,
-    executor_options,
-    parse_method_option,
-    search_settings,
-    target_name,
-    with_task_defaults,
-)
-from seed_tot.cli.run_executor import (  # noqa: F401 (re-exported: ray_run, the API server)
-    check_memory_before_loading,
-    executor_spec,
-    open_engine,
-    within_memory_budget,
-)
+from seed_tot.cli.run_config import RunConfig, check_config, resolve_config, search_settings
+from seed_tot.cli.run_executor import check_memory_before_loading, load_executor
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.records import (
     ProblemRecord,
@@ -41,10 +27,10 @@ from seed_tot.reasoning.judge import judge_answer
 from seed_tot.scheduling.progress import ProgressExecutor
 
 
-def output_dir(task_name: str, opts: TaskRunOptions) -> Path:
-    out = Path(opts.out_dir) if opts.out_dir else Path("runs") / f"{task_name}-{opts.method}"
+def output_dir(task_name: str, config: RunConfig) -> Path:
+    out = Path(config.out_dir) if config.out_dir else Path("runs") / f"{task_name}-{config.method}"
     results = out / "results.jsonl"
-    if results.is_file() and results.stat().st_size > 0 and not opts.resume:
+    if results.is_file() and results.stat().st_size > 0 and not config.resume:
         raise SeedTotError(
             f"{results} already holds results: pass --resume to continue that run, or choose another --out."
         )
@@ -61,13 +47,13 @@ def problem_extra(task_name: str, seed: int, task, executor, formatter, result) 
     return extra
 
 
-def keep_problem(task_name: str, opts: TaskRunOptions, out: Path, result, trace, extra: dict, run_started: float) -> None:
+def keep_problem(task_name: str, config: RunConfig, out: Path, result, trace, extra: dict, run_started: float) -> None:
     """Write the problem's trace (atomically) and append its record (fsynced), then print one line."""
     from seed_tot.observe.trace import write_trace
 
     problem = result.problem
     trace_path = write_trace(out / "traces" / f"{problem.id}.json", trace)
-    record = _record(task_name, opts, result, trace_path, extra)
+    record = _record(task_name, config, result, trace_path, extra)
     append_record(out / "results.jsonl", record)
     verdict = {True: "correct", False: "wrong", None: f"score {record.score:.2f}"}[result.correct]
     tqdm.write(
@@ -78,11 +64,11 @@ def keep_problem(task_name: str, opts: TaskRunOptions, out: Path, result, trace,
     )
 
 
-def _record(task_name, opts, result, trace_path, extra) -> ProblemRecord:
+def _record(task_name, config: RunConfig, result, trace_path, extra) -> ProblemRecord:
     m = result.metrics
     return ProblemRecord(
         problem_id=result.problem.id,
-        method=opts.method,
+        method=config.method,
         answer=result.answer,
         gold=str(result.problem.gold),
         score=float(result.score or 0.0),
@@ -124,7 +110,7 @@ def print_summary(out: Path) -> None:
 
 
 def print_run_totals(
-    out: Path, todo_done: int, seconds: float, opts: TaskRunOptions, dtype: str, work: dict | None = None,
+    out: Path, todo_done: int, seconds: float, config: RunConfig, dtype: str, work: dict | None = None,
     packed_layers: int = 0, data_file: dict | None = None, extra_totals: dict | None = None, memory: dict | None = None,
 ) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
@@ -135,8 +121,8 @@ def print_run_totals(
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
     tokens = sum(r.new_tokens for r in records)
     totals = {
-        "problems": todo_done, "concurrency": opts.concurrency, "batching": opts.batching,
-        "method": opts.method, "method_options": list(opts.method_options), "dtype": dtype,
+        "problems": todo_done, "concurrency": config.concurrency, "batching": config.batching,
+        "method": config.method, "method_options": list(config.method_options), "dtype": dtype,
         "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
@@ -167,10 +153,20 @@ def select_problems(problems: list, start: int = 0, limit: int | None = None, id
     return problems[start:end]
 
 
-class RunPlan(NamedTuple):
-    """A checked run: settings, the task, its search, the problems still to do, the data file read."""
+class RunSetup(NamedTuple):
+    """A run's configuration resolved and checked, its task, its search and the method's settings."""
 
-    opts: TaskRunOptions
+    config: RunConfig
+    task: Any
+    search_cls: type
+    search_config: Any
+    method_settings: dict
+
+
+class RunPlan(NamedTuple):
+    """A checked run: its setup, the problems still to do, where it writes, the data file read."""
+
+    config: RunConfig
     task: Any
     search_cls: type
     search_config: Any
@@ -180,73 +176,56 @@ class RunPlan(NamedTuple):
     data_file: dict
 
 
-def plan_run(task_name: str, opts: TaskRunOptions) -> RunPlan:
-    """Check every setting and pick the problems still to do, before any model loads."""
-    from seed_tot.scheduling.factory import ENGINE_METHODS, can_score, default_concurrency
+def set_up_run(task_name: str, config: RunConfig) -> RunSetup:
+    """Resolve the configuration once and check it, before any data or model file is read."""
     from seed_tot.search import search_class
     from tasks import get_task
-    from tasks.base import data_file_record
 
-    if opts.method == "auto" and opts.ray_address is not None:
-        opts = replace(opts, method="batched-lookup")  # Ray actors run the in-process executors
-    elif opts.method == "auto":
-        from seed_tot.cli.options import resolve_auto_method
-
-        opts = replace(opts, method=resolve_auto_method(opts.target, opts.tiny, opts.device))
-    if opts.ray_address is not None and opts.method in ENGINE_METHODS:
-        raise ConfigError(f"--ray runs the in-process methods, not --method {opts.method}: pick e.g. --method "
-                          "batched-lookup, or drop --ray and point --method server at your engine.")
-    if opts.concurrency is None:
-        opts = replace(opts, concurrency=default_concurrency(opts.method))
-    _check_numbers(opts)
-    method_settings = executor_options(opts)
-    if opts.method not in ENGINE_METHODS:
-        check_memory_before_loading(opts)
     task = get_task(task_name)
-    opts = with_task_defaults(opts, task)
-    search_cls = search_class(opts.search)
-    if opts.value_mode == "logits":
-        if not task.verdict_values:
-            raise ConfigError(f"Task {task_name} has no verdict words to read from logits: use --value-mode samples.")
-        if not can_score(opts.method):
-            raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --value-mode "
-                              "samples, or a method such as batched-lookup, batched or ar.")
-    if opts.value_mode == "learned" and (opts.method in ENGINE_METHODS or opts.ray_address is not None):
-        raise ConfigError(f"--value-mode learned reads the target's hidden states in this process, which --method "
-                          f"{opts.method}{' with --ray' if opts.ray_address is not None else ''} does not hold: use an "
-                          "in-process method such as batched-lookup, or --value-mode logits.")
-    if opts.value_model is not None and opts.value_mode != "learned":
-        raise ConfigError("--value-model applies to --value-mode learned: add it, or drop --value-model.")
-    if opts.thought_mode == "choose" and not can_score(opts.method):
-        raise ConfigError(f"--method {opts.method} cannot read next-token log-probabilities: use --thought-mode "
-                          "sample, or a method such as batched-lookup, batched or ar.")
+    config = resolve_config(config, task)
+    method_settings = check_config(config, task)
+    search_cls = search_class(config.search)
     try:
-        search_config = search_cls.config_class(**search_settings(opts, task))
+        search_config = search_cls.config_class(**search_settings(config, task))
     except ValueError as exc:
         raise ConfigError(f"Bad search settings: {str(exc).splitlines()[-1]}.") from None
     search_cls.check(task, search_config)
-    if opts.depth is not None and task.depth is not None:
-        task.depth = opts.depth  # GSM8K asks its closing question on the last level
-    ids = tuple(i.strip() for i in opts.ids.split(",") if i.strip()) if opts.ids else ()
-    problems = select_problems(task.load(opts.data_path), opts.start, opts.limit, ids)
-    data_file = data_file_record(Path(opts.data_path) if opts.data_path else task.default_data_path)
-    out = output_dir(task_name, opts)
-    done = finished_ids(out / "results.jsonl") if opts.resume else set()
+    return RunSetup(config, task, search_cls, search_config, method_settings)
+
+
+def print_config(task_name: str, config: RunConfig) -> None:
+    """--print-config: the resolved configuration as JSON (--config reads it back); no model loads."""
+    click.echo(set_up_run(task_name, config).config.model_dump_json(indent=2))
+
+
+def plan_run(task_name: str, config: RunConfig) -> RunPlan:
+    """Check every setting and pick the problems still to do, before any model loads."""
+    from tasks.base import data_file_record
+
+    config, task, search_cls, search_config, method_settings = set_up_run(task_name, config)
+    if config.method_info.in_process:
+        check_memory_before_loading(config)
+    if config.depth is not None and task.depth is not None:
+        task.depth = config.depth  # GSM8K asks its closing question on the last level
+    ids = tuple(i.strip() for i in config.ids.split(",") if i.strip()) if config.ids else ()
+    problems = select_problems(task.load(config.data_path), config.start, config.limit, ids)
+    data_file = data_file_record(Path(config.data_path) if config.data_path else task.default_data_path)
+    out = output_dir(task_name, config)
+    done = finished_ids(out / "results.jsonl") if config.resume else set()
     if done:
-        check_resume(out, resume_settings(task, search_cls, search_config, opts))
+        check_resume(out, resume_settings(task, search_cls, search_config, config))
     todo = [p for p in problems if p.id not in done]
     if done:
         click.echo(f"resuming: {len(problems) - len(todo)} of {len(problems)} problems already done")
-    return RunPlan(opts, task, search_cls, search_config, method_settings, todo, out, data_file)
+    return RunPlan(config, task, search_cls, search_config, method_settings, todo, out, data_file)
 
 
-
-def resume_settings(task, search_cls, search_config, opts: TaskRunOptions) -> dict[str, Any]:
-    """What a resumed run must share with the run it continues (seed_tot/cli/resume.py)."""
+def resume_settings(task, search_cls, search_config, config: RunConfig) -> dict[str, Any]:
+    """What a resumed run must share with the run it continues (seed_tot/cli/resume.py); an engine's
+    model comes from the engine, so only an in-process method names its target."""
     from seed_tot.observe.trace import jsonable
-    from seed_tot.scheduling.factory import ENGINE_METHODS
 
-    target = None if opts.method in ENGINE_METHODS else target_name(opts)
+    target = config.target_name if config.method_info.in_process else None
     return {"task": task.name, "search": search_cls.name, "target": target,
             "search_config": jsonable(search_config.model_dump(mode="json"))}
 
@@ -260,54 +239,43 @@ def nothing_left(todo: list, out: Path) -> bool:
     return True
 
 
-def run_task(task_name: str, opts: TaskRunOptions) -> None:
+def run_task(task_name: str, config: RunConfig) -> None:
     from seed_tot.api import to_trace
-    from seed_tot.distributed.spec import model_names, trace_settings
     from seed_tot.reasoning.prompting import PromptFormatter
-    from seed_tot.scheduling.factory import ENGINE_METHODS, make_executor
     from seed_tot.search.driver import solve_many
 
-    opts, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, opts)
+    config, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, config)
     if nothing_left(todo, out):
         return
-    memory = None
-    if opts.method in ENGINE_METHODS:
-        engine = open_engine(opts)
-        executor, tokenizer, models, packed_layers = engine.executor, engine.tokenizer, engine.models, 0
-        extra_config = {"method": opts.method, "dtype": "gguf", "engine": engine.engine,
-                        **{k: list(v) if isinstance(v, tuple) else v for k, v in method_settings.items()}}
-    else:
-        target, draft = executor_spec(opts, method_settings).load_models()
-        memory, method_settings = within_memory_budget(opts, target, draft, method_settings)
-        executor = make_executor(opts.method, target, draft, **method_settings)
-        tokenizer, packed_layers = target.tokenizer, target.packed_layers
-        models = model_names(target, draft)
-        extra_config = trace_settings(opts.method, target, method_settings)
-        extra_config["memory"] = memory
+    loaded = load_executor(config, method_settings)
+    extra_config = {**loaded.trace_config, "run": config.recorded()}
     dtype = extra_config["dtype"]  # what --dtype auto resolved to on this machine
-    formatter = PromptFormatter(tokenizer)
-    if opts.value_mode == "logits":
+    formatter = PromptFormatter(loaded.tokenizer)
+    if config.value_mode == "logits":
         from seed_tot.reasoning.evaluator import verdict_tokens
 
         verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
     judge = None
-    if opts.value_mode == "learned":
+    if config.value_mode == "learned":
         from seed_tot.values.judge import LearnedJudge
 
-        judge = LearnedJudge.load(target, opts.value_model)
-        extra_config["value_head"] = {"id": judge.head_id, "path": str(opts.value_model or "packaged"),
+        judge = LearnedJudge.load(loaded.target, config.value_model)
+        extra_config["value_head"] = {"id": judge.head_id, "path": str(config.value_model or "packaged"),
                                       "layer": judge.head.layer}
     interrupted = False
-    search = search_cls(task, executor, formatter, search_config, judge=judge)
-    problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({opts.method}, {opts.search})", unit="problem", file=sys.stderr)
+    search = search_cls(task, loaded.executor, formatter, search_config, judge=judge)
+    problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({config.method}, {config.search})", unit="problem",
+                       file=sys.stderr)
     batch_bar = tqdm(desc="requests", unit="request", file=sys.stderr, leave=False)
-    executor = ProgressExecutor(executor, batch_bar)
+    executor = ProgressExecutor(loaded.executor, batch_bar)
     run_started = time.perf_counter()
     try:
-        for result in solve_many(search.steps, todo, executor, opts.concurrency, continuous=opts.batching == "continuous"):
-            extra = problem_extra(task_name, opts.seed, task, executor, formatter, result)
-            trace = to_trace(result, task, executor, models=models, extra_config=extra_config, data_file=data_file)
-            keep_problem(task_name, opts, out, result, trace, extra, run_started)
+        for result in solve_many(search.steps, todo, executor, config.concurrency,
+                                 continuous=config.batching == "continuous"):
+            extra = problem_extra(task_name, config.seed, task, executor, formatter, result)
+            trace = to_trace(result, task, executor, models=loaded.models, extra_config=extra_config,
+                             data_file=data_file)
+            keep_problem(task_name, config, out, result, trace, extra, run_started)
             problem_bar.update(1)
     except KeyboardInterrupt:
         interrupted = note_interrupt()
@@ -317,8 +285,8 @@ def run_task(task_name: str, opts: TaskRunOptions) -> None:
         executor.close()
     print_summary(out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
-    print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, opts=opts, dtype=dtype,
-                     work=work.as_dict() if work is not None else None, packed_layers=packed_layers,
-                     data_file=data_file, memory=memory)
+    print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, config=config,
+                     dtype=dtype, work=work.as_dict() if work is not None else None,
+                     packed_layers=loaded.packed_layers, data_file=data_file, memory=loaded.memory)
     if interrupted:
         sys.exit(130)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from seed_tot.cli.options import (
+    config_options,
     data_options,
     decode_options,
     method_options,
@@ -14,14 +15,18 @@ from seed_tot.cli.options import (
 )
 
 
-def _run_command(task_name: str, **options) -> None:
-    from seed_tot.cli.task_run import TaskRunOptions, run_task
+def _run_command(task_name: str, print_config: bool, **options) -> None:
+    from seed_tot.cli import task_run
+    from seed_tot.cli.run_config import RunConfig
 
-    if options.get("ray_address") is not None:
+    config = RunConfig(**options)
+    if print_config:
+        return task_run.print_config(task_name, config)
+    if config.on_ray:
         from seed_tot.cli.ray_run import run_task_on_ray
 
-        return run_task_on_ray(task_name, TaskRunOptions(**options))
-    run_task(task_name, TaskRunOptions(**options))
+        return run_task_on_ray(task_name, config)
+    task_run.run_task(task_name, config)
 
 
 def _task_command(task_name: str, command_name: str, doc: str):
@@ -32,8 +37,9 @@ def _task_command(task_name: str, command_name: str, doc: str):
     @decode_options
     @data_options
     @ray_options
-    def command(**options):
-        _run_command(task_name, **options)
+    @config_options
+    def command(print_config, **options):
+        _run_command(task_name, print_config, **options)
 
     return command
 

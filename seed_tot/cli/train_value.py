@@ -18,9 +18,11 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import ConfigError, SeedTotError
+from seed_tot.scheduling.methods import IN_PROCESS_DEFAULT_METHOD, method_named
 
 DEFAULT_LAYER_FRACTIONS = (0.25, 0.5, 0.75)
-ROLLOUT_ENGINES = ("in-process", "llama-cpp")
+# --rollout-engine: the method that samples the rollouts (the in-process default, or llama.cpp's server)
+ROLLOUT_METHODS = {"in-process": IN_PROCESS_DEFAULT_METHOD, "llama-cpp": "llama-cpp"}
 ROLLOUT_REQUEST_TIMEOUT_S = 24 * 3600.0
 L2_GRID = (0.01, 0.1, 1.0)
 
@@ -57,15 +59,16 @@ def open_rollout_executor(engine: str, target_name: str, target, rows: int) -> t
     """(executor, method name, engine record) for sampling rollouts. llama.cpp gets a slot for every
     row in flight and all the cores, and no request timeout: on a busy machine a wide batch can take
     longer than the task commands' timeout, and a retry would only start the chain again."""
-    if engine == "llama-cpp":
+    method = ROLLOUT_METHODS[engine]
+    if method_named(method).engine:
         from seed_tot.engines.setup import open_llama_cpp
 
         run = open_llama_cpp(target_name, slots=rows, timeout=ROLLOUT_REQUEST_TIMEOUT_S)
         keep = ("engine", "build", "xllamacpp", "model_file", "model_sha256", "threads", "slots", "ctx_per_slot", "sampler")
-        return run.executor, "llama-cpp", {k: v for k, v in run.engine.items() if k in keep}
+        return run.executor, method, {k: v for k, v in run.engine.items() if k in keep}
     from seed_tot.scheduling.factory import make_executor
 
-    return make_executor("batched-lookup", target, None), "batched-lookup", None
+    return make_executor(method, target, None), method, None
 
 
 @click.command()
@@ -85,7 +88,7 @@ def open_rollout_executor(engine: str, target_name: str, target, rows: int) -> t
               help="Sample missing rollouts first (--no-collect: fit on what the pool holds).")
 @click.option("--collect-only", is_flag=True, help="Stop after sampling the rollouts (a long first stage).")
 @click.option("--seed", default=0, show_default=True, help="Run seed of the rollouts and of the cross-validation folds.")
-@click.option("--rollout-engine", type=click.Choice(ROLLOUT_ENGINES), default="in-process", show_default=True,
+@click.option("--rollout-engine", type=click.Choice(list(ROLLOUT_METHODS)), default="in-process", show_default=True,
               help="What samples the rollouts: the in-process target, or llama.cpp's server on the target's own "
                    "GGUF file (the same weights; faster on a CPU without native 16-bit arithmetic).")
 def value(task_name, target, dtype, data, problems, samples, concurrency, out, pool, layers, collect, collect_only, seed,

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from seed_tot.models.loading import dtype_name
 from seed_tot.requests import Executor
 from seed_tot.runtime.runner import ModelRunner
 
@@ -28,13 +29,13 @@ class ExecutorSpec:
     def load_models(self) -> tuple[ModelRunner, ModelRunner | None]:
         """The target, and the draft when the method needs one (same tokenizer checked)."""
         from seed_tot.models.loading import check_pair, load_draft, load_model
-        from seed_tot.scheduling.factory import NEEDS_DRAFT
+        from seed_tot.scheduling.methods import method_named
 
         if self.threads:
             torch.set_num_threads(self.threads)
         target = load_model(self.target, dtype=self.dtype, device=self.device)
         draft = None
-        if self.method in NEEDS_DRAFT:
+        if method_named(self.method).needs_draft:
             draft = load_draft(self.draft, target, self.draft_dtype)
             check_pair(draft, target)
         return target, draft
@@ -47,20 +48,16 @@ class ExecutorSpec:
         return make_executor(self.method, target, draft, **self.options), target, draft
 
 
-def dtype_name(runner: ModelRunner) -> str:
-    return str(runner.dtype).removeprefix("torch.")
-
-
 def model_names(target: ModelRunner, draft: ModelRunner | None) -> dict[str, str]:
     """The models a trace records: names, and the draft's dtype when there is a draft."""
     models = {"target": target.name}
     if draft is not None:
-        models.update(draft=draft.name, draft_dtype=dtype_name(draft))
+        models.update(draft=draft.name, draft_dtype=dtype_name(draft.dtype))
     return models
 
 
 def trace_settings(method: str, target: ModelRunner, options: dict[str, Any]) -> dict[str, Any]:
     """The run settings a trace records beside the search config: method, resolved dtype, whether
     subnormals are flushed, method options."""
-    return {"method": method, "dtype": dtype_name(target), "flush_subnormals": target.flushes_subnormals,
+    return {"method": method, "dtype": dtype_name(target.dtype), "flush_subnormals": target.flushes_subnormals,
             **{k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}}

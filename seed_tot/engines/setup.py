@@ -1,4 +1,4 @@
-"""From a method name and model names to a ready server executor (and a server, for llama-cpp).
+"""From model names and server settings to a ready server executor (and a server, for llama-cpp).
 
 - `server`: connect to a running server at `server_url`; the tokenizer comes from `target`.
 - `llama-cpp`: start llama.cpp's server on 127.0.0.1 for the run with the target's GGUF file
@@ -23,6 +23,29 @@ class EngineRun:
     tokenizer: object
     models: dict[str, str]  # what the trace records as `models`
     engine: dict  # what the trace records under config["engine"]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What an engine method starts or connects to (the run's --server-* options)."""
+
+    target: str  # the model whose tokenizer (and, for llama-cpp, GGUF file) the run uses
+    draft: str | None = None  # llama-cpp: the draft's GGUF for llama.cpp's speculative decoding
+    url: str | None = None  # server: where it runs
+    api: str = "auto"
+    parallel: int | None = None
+    threads: int | None = None
+    timeout: float = 600.0
+
+
+def start_llama_cpp(settings: EngineSettings) -> EngineRun:
+    """--method llama-cpp: llama.cpp's server started for the run."""
+    return open_llama_cpp(settings.target, settings.draft, settings.parallel, settings.threads, settings.timeout)
+
+
+def connect_server(settings: EngineSettings) -> EngineRun:
+    """--method server: a server already running at `settings.url`."""
+    return open_server(settings.url, settings.target, settings.api, settings.parallel, settings.timeout)
 
 
 def gguf_path(name: str, workdir: Path | None = None, cache_dir: str | None = None) -> str:

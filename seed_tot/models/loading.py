@@ -53,6 +53,11 @@ def _named_dtype(dtype: str) -> torch.dtype:
     return _DTYPES[dtype]
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """torch.bfloat16 -> "bfloat16": the name --dtype and the trace use."""
+    return str(dtype).removeprefix("torch.")
+
+
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device, name: str = "") -> torch.dtype:
     """The dtype a model computes in. 'auto': bfloat16 on CUDA; on a CPU, float16 where it has
     native float16 arithmetic, else bfloat16 where it has native bfloat16, else float32; tiny

@@ -144,9 +144,11 @@ def check_before_loading(budget: int, model_name: str, dtype_bytes: int) -> None
 def plan_for_models(budget: int, target, draft, wanted_prefix_cache_mb: float) -> MemoryPlan:
     """The plan for loaded models: both models' weights and KV; a draft keeps its own prefix cache,
     so each cache gets half of the prefix share."""
+    from seed_tot.models.loading import dtype_name
+
     runners = [target] + ([draft] if draft is not None else [])
     weights = sum(model_weight_bytes(r.model) for r in runners)
-    per_token = sum(kv_bytes_per_token(r.model.config.to_dict(), DTYPE_BYTES[str(r.dtype).removeprefix("torch.")])
+    per_token = sum(kv_bytes_per_token(r.model.config.to_dict(), DTYPE_BYTES[dtype_name(r.dtype)])
                     for r in runners)
     plan = plan_memory(budget, weights, per_token, wanted_prefix_cache_mb * len(runners))
     if draft is None:

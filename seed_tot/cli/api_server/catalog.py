@@ -3,7 +3,7 @@ under the server's settings, and the search config a request builds from its ent
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,25 +26,25 @@ class ModelEntry:
     default: bool  # the task's own default search
 
 
-def build_catalog(opts) -> dict[str, ModelEntry]:
-    """Every (task, search) pair whose config the server's options build and the search accepts.
-    `opts`: the server's TaskRunOptions (search and mode fields None: each task's defaults)."""
-    from seed_tot.cli.task_run import search_settings, with_task_defaults
+def build_catalog(config) -> dict[str, ModelEntry]:
+    """Every (task, search) pair whose config the server's settings build and the search accepts.
+    `config`: the server's RunConfig (search and mode fields None: each task's defaults)."""
+    from seed_tot.cli.run_config import search_settings, with_task_defaults
     from tasks import TASK_NAMES, get_task
 
     entries: dict[str, ModelEntry] = {}
     for task_name in TASK_NAMES:
         task = get_task(task_name)
-        task_opts = with_task_defaults(opts, task)
+        task_config = with_task_defaults(config, task)
         for search_name, cls in SEARCHES.items():
-            search_opts = replace(task_opts, search=search_name)
+            search_config = task_config.model_copy(update={"search": search_name})
             try:
-                config = cls.config_class(**search_settings(search_opts, task))
-                cls.check(task, config)
+                settings = cls.config_class(**search_settings(search_config, task))
+                cls.check(task, settings)
             except (ConfigError, ValueError):
                 continue
             model_id = f"{CLI_TASK_NAMES.get(task_name, task_name)}/{search_name}"
-            entries[model_id] = ModelEntry(model_id, task_name, cls, config, search_name == task_opts.search)
+            entries[model_id] = ModelEntry(model_id, task_name, cls, settings, search_name == task_config.search)
     return entries
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -29,24 +29,18 @@ class Finished:
     completion_tokens: int
 
 
-def resolved_options(opts):
-    """The server's TaskRunOptions with method auto and the default concurrency resolved, checked
-    before any model loads (as a task run checks its own)."""
-    from seed_tot.cli.task_run import _check_numbers
-    from seed_tot.scheduling.factory import default_concurrency
+def resolved_config(config):
+    """The server's RunConfig with the method and the default concurrency resolved, checked before
+    any model loads (as a task run checks its own); each model id takes its task's own defaults."""
+    from seed_tot.cli.run_config import check_numbers, executor_settings, resolve_config
 
-    if opts.search is not None:
+    if config.search is not None:
         raise ConfigError("--search does not apply to the API: each model id names its search, e.g. gsm8k/bfs.")
-    if opts.value_mode == "learned":
+    if config.value_mode == "learned":
         raise ConfigError("The API server does not serve --value-mode learned: use logits, samples or constant.")
-    if opts.method == "auto":
-        from seed_tot.cli.options import resolve_auto_method
-
-        opts = replace(opts, method=resolve_auto_method(opts.target, opts.tiny, opts.device))
-    if opts.concurrency is None:
-        opts = replace(opts, concurrency=default_concurrency(opts.method))
-    _check_numbers(opts)
-    return opts
+    config = resolve_config(config)
+    check_numbers(config)
+    return config, executor_settings(config)
 
 
 def check_max_queue(max_queue: int | None) -> None:
@@ -55,42 +49,23 @@ def check_max_queue(max_queue: int | None) -> None:
 
 
 class ApiService:
-    """Loads the models and executor of `opts` (a TaskRunOptions), starts the driver thread."""
+    """Loads the models and executor of `config` (a RunConfig), starts the driver thread."""
 
-    def __init__(self, opts, out_dir: str | Path, max_queue: int | None = None) -> None:
-        from seed_tot.cli.task_run import check_memory_before_loading, executor_options
-        from seed_tot.scheduling.factory import ENGINE_METHODS
+    def __init__(self, config, out_dir: str | Path, max_queue: int | None = None) -> None:
+        from seed_tot.cli.run_executor import check_memory_before_loading, load_executor
 
         check_max_queue(max_queue)
-        self.opts = opts = resolved_options(opts)
-        method_settings = executor_options(opts)
-        if opts.method not in ENGINE_METHODS:
-            check_memory_before_loading(opts)
-        self.catalog: dict[str, ModelEntry] = build_catalog(opts)
+        self.config, method_settings = resolved_config(config)
+        if self.config.method_info.in_process:
+            check_memory_before_loading(self.config)
+        self.catalog: dict[str, ModelEntry] = build_catalog(self.config)
         self.out = Path(out_dir)
         (self.out / "traces").mkdir(parents=True, exist_ok=True)
-        executor, self.tokenizer, self.models, self.extra_config = self._load(opts, method_settings)
-        self.executor = executor
-        self.driver = TreeDriver(executor, opts.concurrency, finish=self._finish,
-                                 continuous=opts.batching == "continuous", max_queue=max_queue)
-
-    @staticmethod
-    def _load(opts, method_settings: dict):
-        from seed_tot.cli.task_run import executor_spec, open_engine, within_memory_budget
-        from seed_tot.distributed.spec import model_names, trace_settings
-        from seed_tot.scheduling.factory import ENGINE_METHODS, make_executor
-
-        if opts.method in ENGINE_METHODS:
-            engine = open_engine(opts)
-            extra = {"method": opts.method, "dtype": "gguf", "engine": engine.engine}
-            return engine.executor, engine.tokenizer, engine.models, extra
-        target, draft = executor_spec(opts, method_settings).load_models()
-        memory, method_settings = within_memory_budget(opts, target, draft, method_settings)
-        executor = make_executor(opts.method, target, draft, **method_settings)
-        extra = trace_settings(opts.method, target, method_settings)
-        extra["memory"] = memory
-        extra["server"] = "seed-tot api"
-        return executor, target.tokenizer, model_names(target, draft), extra
+        loaded = load_executor(self.config, method_settings)
+        self.executor, self.tokenizer, self.models = loaded.executor, loaded.tokenizer, loaded.models
+        self.extra_config = {**loaded.trace_config, "server": "seed-tot api", "run": self.config.recorded()}
+        self.driver = TreeDriver(self.executor, self.config.concurrency, finish=self._finish,
+                                 continuous=self.config.batching == "continuous", max_queue=max_queue)
 
     def new_job(self, entry: ModelEntry, problem: Problem, config: SearchConfig,
                 on_done: Callable[[Any], None], on_progress: Callable[[dict], None]) -> Job:

@@ -1,0 +1,73 @@
+"""The run configuration (seed_tot/cli/run_config.py): resolved once into a frozen object,
+printed by --print-config without loading a model, read back by --config FILE."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from seed_tot.cli import main
+from seed_tot.cli.run_config import NOT_RECORDED, RunConfig, resolve_config
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def printed(*args: str) -> dict:
+    result = run(*args, "--print-config")
+    assert result.exit_code == 0, (result.exception, result.stderr[-2000:])
+    return json.loads(result.stdout)
+
+
+def test_print_config_resolves_every_default_and_loads_nothing():
+    # neither the model nor the data file is read: both would be refused by a run
+    config = printed("blocksworld", "--target", "/no/such/model", "--data", "/no/such/file.jsonl")
+    assert set(config) == set(RunConfig.model_fields)
+    assert (config["method"], config["concurrency"]) == ("batched-lookup", 16)
+    assert (config["search"], config["thought_mode"], config["value_mode"]) == ("mcts", "choose", "logits")
+    serial = printed("gsm8k", "--tiny", "--method", "seed")
+    assert (serial["concurrency"], serial["search"], serial["value_mode"]) == (1, "self-consistency", "samples")
+
+
+def test_print_config_then_config_gives_the_identical_config(tmp_path):
+    first = printed("blocksworld", "--tiny", "--method", "batched-sd", "--k-config", "2,1", "--method-option",
+                    "share_prefix=false", "--thoughts", "2", "--no-cot", "--limit", "3")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(first))
+    assert printed("blocksworld", "--config", str(path)) == first
+
+
+def test_an_option_given_on_the_command_line_replaces_the_files_value(tmp_path):
+    first = printed("gsm8k", "--tiny", "--temperature", "0.5")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(first))
+    again = printed("gsm8k", "--config", str(path), "--temperature", "0.2", "--search", "bfs")
+    assert (again["temperature"], again["search"]) == (0.2, "bfs")
+    assert {k: v for k, v in again.items() if k not in ("temperature", "search")} == {
+        k: v for k, v in first.items() if k not in ("temperature", "search")}
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"tiny": true, "thoughtz": 3}', "unknown setting 'thoughtz'"),
+    ("tiny: true", "is not JSON"),
+    ("[1, 2]", "one JSON object"),
+])
+def test_a_bad_config_file_is_refused_in_one_sentence(tmp_path, content, needle):
+    path = tmp_path / "run.json"
+    path.write_text(content)
+    result = run("gsm8k", "--config", str(path), "--print-config")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr
+    assert needle in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_resolved_config_is_frozen_and_resolving_it_again_changes_nothing():
+    from tasks import get_task
+
+    config = RunConfig(**printed("gsm8k", "--tiny", "--method", "auto"))
+    assert resolve_config(config, get_task("gsm8k")) == config
+    with pytest.raises(ValidationError):
+        config.method = "ar"
+    recorded = config.recorded()
+    assert recorded["method"] == "batched-lookup" and not NOT_RECORDED & set(recorded)
