@@ -4,6 +4,7 @@ The public API (imported lazily, so worker processes that import a submodule sta
 
     load_pair, load_model          models (alias, local dir, .gguf or hub id) -> ModelRunners
     make_executor                  "ar", "sd", "seed", ... -> an Executor
+    METHODS, Method                every method's record: settings, defaults, what it can do
     BFS, MCTS, BFSConfig, MCTSConfig, SearchConfig, DecodeConfig
     solve(task, problem, executor, tokenizer, search="bfs", judge=None, **options) -> SearchResult
     LearnedJudge                   a trained value head bound to the target (value_mode="learned")
@@ -26,6 +27,8 @@ _EXPORTS = {
     "load_pair": "seed_tot.models.loading",
     "load_model": "seed_tot.models.loading",
     "make_executor": "seed_tot.scheduling.factory",
+    "METHODS": "seed_tot.scheduling.methods",
+    "Method": "seed_tot.scheduling.methods",
     "DecodeConfig": "seed_tot.config",
     "SpeculationConfig": "seed_tot.config",
     "SearchConfig": "seed_tot.search.base",

@@ -121,7 +121,8 @@ def _method_literal(node) -> bool:
 
 
 def _names_a_method(node) -> bool:
-    return _method_literal(node) or (isinstance(node, (ast.Set, ast.Tuple, ast.List)) and any(map(_method_literal, node.elts)))
+    collection = isinstance(node, (ast.Set, ast.Tuple, ast.List))
+    return _method_literal(node) or (collection and any(map(_method_literal, node.elts)))
 
 
 def _method_name_tests(source: str) -> list[str]:
@@ -134,7 +135,7 @@ def _method_name_tests(source: str) -> list[str]:
                 map(_names_a_method, [node.left, *node.comparators]))
         elif isinstance(node, (ast.Set, ast.Tuple, ast.List)):
             hit = sum(map(_method_literal, node.elts)) >= 2
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith", "endswith"):
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ("startswith", "endswith"):
             hit = any(isinstance(a, ast.Constant) and isinstance(a.value, str)
                       and any(m == a.value or m.startswith(a.value + "-") for m in METHODS) for a in node.args)
         else:
