@@ -27,8 +27,10 @@ NOT_RECORDED = frozenset({"data_path", "limit", "start", "ids", "out_dir", "resu
 
 
 class RunConfig(BaseModel):
-    """A task run's settings, by the option names of `seed-tot gsm8k --help`. None means "the
-    default", which resolve_config decides where it depends on the method or the task."""
+    """A task run's settings, named as the task commands name their options (n_thoughts for
+    --thoughts, data_path for --data, out_dir for --out, method_options for --method-option, the
+    others as spelled). None means "the default"; resolve_config decides the ones that depend on
+    the method or the task."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
