@@ -54,6 +54,9 @@ def test_a_session_that_cannot_score_refuses_in_one_sentence():
         def _step(self):
             return []
 
+        def _remove(self, tickets):
+            raise AssertionError("never reached")
+
     class Seed:
         name = "seed"
 
