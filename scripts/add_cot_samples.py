@@ -31,7 +31,7 @@ from seed_tot.observe.comparison.runs import problem_of, read_jsonl, trace_of
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import BFSConfig, search_class
 from seed_tot.values.rollouts import POOL_FILE, collect_chains, missing_chains
-from tasks import get_task
+from seed_tot_tasks import get_task
 
 POOL_TARGET = "default-target"
 IN_PROCESS = {"batched", "batched-lookup"}

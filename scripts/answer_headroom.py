@@ -26,7 +26,7 @@ from seed_tot.observe.trace import tree_from_trace
 from seed_tot.search.answers import is_chain_of_thought, vote_candidates
 from seed_tot.task import Problem, Task
 from seed_tot.tree import ReasoningTree
-from tasks import get_task
+from seed_tot_tasks import get_task
 
 
 @dataclass

@@ -112,7 +112,7 @@ def speeds(row: dict) -> dict:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="A new folder.")
 @click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
 def main(limit: int, levels: str, search: str, tiny: bool, out: Path, run_args: tuple[str, ...]) -> None:
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     try:
         level_list = [int(part) for part in levels.split(",") if part.strip()]

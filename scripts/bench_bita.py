@@ -33,7 +33,7 @@ from seed_tot.decoding.bita import BitaDecoder
 from seed_tot.decoding.bita_params import init_prompt, load_prompt
 from seed_tot.decoding.lookahead import lookahead_decode
 from seed_tot.models import load_model
-from tasks.gsm8k import Gsm8kTask
+from seed_tot_tasks.gsm8k import Gsm8kTask
 
 
 

@@ -24,7 +24,7 @@ from seed_tot.models.loading import load_model
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import write_text_atomically
 from seed_tot.runtime.cache import empty_cache
-from tasks.gsm8k import Gsm8kTask
+from seed_tot_tasks.gsm8k import Gsm8kTask
 
 FLOAT16_MAX = 65504.0
 

@@ -26,7 +26,7 @@ from seed_tot.records import child_peak_rss_mib, peak_rss_mib, write_text_atomic
 def requests_for(problem_number: int, thoughts: int, max_new_tokens: int, formatter):
     from seed_tot.config import DecodeConfig
     from seed_tot.requests import GenerationRequest
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     task = get_task("gsm8k")
     problem = task.load()[problem_number - 1]

@@ -38,7 +38,7 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import RecordLog, load_average, machine_facts, settings_key, write_text_atomically
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.requests import GenerationRequest, GenerationResult
-from tasks.gsm8k import Gsm8kTask
+from seed_tot_tasks.gsm8k import Gsm8kTask
 
 # label -> (factory method, options)
 CONFIGS: dict[str, tuple[str, dict]] = {
@@ -375,7 +375,7 @@ def write_plots(out: Path, main_rows: list[dict], scaling_rows: list[dict], meas
 
 
 def task_data_path() -> Path:
-    from tasks.gsm8k import DEFAULT_PATH
+    from seed_tot_tasks.gsm8k import DEFAULT_PATH
 
     return DEFAULT_PATH
 

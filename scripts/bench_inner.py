@@ -28,7 +28,7 @@ from seed_tot.decoding.lookahead import lookahead_decode
 from seed_tot.fastcot_calibration import compare_fastcot_with_ar, cot_prompt_ids, format_table
 from seed_tot.models import load_model
 from seed_tot.records import RecordLog, settings_key, write_json_atomically
-from tasks.gsm8k import Gsm8kTask, extract_number_answer
+from seed_tot_tasks.gsm8k import Gsm8kTask, extract_number_answer
 
 
 def forward_costs(target, widths: list[int], rounds: int = 3, context: int = 200) -> dict[int, float]:

@@ -30,7 +30,7 @@ from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.prefix_cache import PrefixCache
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost
 from seed_tot.task import Problem
-from tasks import get_task
+from seed_tot_tasks import get_task
 
 MODES = {"none": (False, False), "identical": (True, False), "prefix": (True, True), "cache": (True, True)}
 

@@ -42,7 +42,7 @@ def multinomial_sample(probs: torch.Tensor, generator: torch.Generator) -> int:
 
 def real_logits(model: str, rows: int, steps: int) -> torch.Tensor:
     """(rows * steps, V) logits of greedy continuations of GSM8K questions."""
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     runner = load_model(model, dtype="bfloat16")
     questions = [p.question for p in get_task("gsm8k").load(None)][:rows]

@@ -23,7 +23,7 @@ from seed_tot.observe.paired_stats import paired_bootstrap
 from seed_tot.observe.trace import load_trace
 from seed_tot.records import stored_files
 from seed_tot.task import Problem
-from tasks.blocksworld import BlocksworldTask, plan_lines
+from seed_tot_tasks.blocksworld import BlocksworldTask, plan_lines
 
 TASK = BlocksworldTask()
 

@@ -20,8 +20,8 @@ import click
 
 from seed_tot.observe.paired_stats import auroc
 from seed_tot.observe.trace import load_trace
-from tasks.blocksworld import BlocksworldTask, planning_problem, plan_lines, read_plan
-from tasks.pddl import shortest_plan
+from seed_tot_tasks.blocksworld import BlocksworldTask, planning_problem, plan_lines, read_plan
+from seed_tot_tasks.pddl import shortest_plan
 
 TASK = BlocksworldTask()
 

@@ -26,7 +26,7 @@ from seed_tot.decoding.jacobi import jacobi_decode
 from seed_tot.models.loading import load_model
 from seed_tot.training.cllm_metrics import summarize
 from seed_tot.training.cllm_trajectory import collect_trajectories
-from tasks.gsm8k import Gsm8kTask, extract_number_answer
+from seed_tot_tasks.gsm8k import Gsm8kTask, extract_number_answer
 
 
 def timed(decode) -> tuple[object, float]:

@@ -21,7 +21,7 @@ from seed_tot.records import stored_files
 from seed_tot.search.known_states import mark_repeats
 from seed_tot.tree import ReasoningTree
 from seed_tot.task import Problem
-from tasks import get_task
+from seed_tot_tasks import get_task
 
 
 def replay(task, problem: Problem, recorded: ReasoningTree) -> dict[str, int]:

@@ -36,7 +36,7 @@ from seed_tot.observe.trace import Trace, load_trace, tree_from_trace
 from seed_tot.records import GZIP_SUFFIX, append_json_lines, stored_files
 from seed_tot.tree import ReasoningTree
 from seed_tot.task import Problem
-from tasks import get_task
+from seed_tot_tasks import get_task
 
 
 @dataclass

@@ -23,7 +23,7 @@ from seed_tot.observe.evaluator_needed import (
     rerank_accuracy,
 )
 from seed_tot.observe.paired_stats import expected_vote_accuracy
-from tasks import get_task
+from seed_tot_tasks import get_task
 
 
 def chain_labels(chains) -> list[bool | None]:

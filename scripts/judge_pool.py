@@ -52,7 +52,7 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
     from seed_tot.values.head import load_head
     from seed_tot.values.store import FeatureStore, chains_of_pool, extract, feature_settings
     from seed_tot.values.training import fit_head, judge_metrics, predict
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     head = load_head(train_dir / "value_head.safetensors")
     train_ids = set(head.meta["train_problem_ids"])

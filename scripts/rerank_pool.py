@@ -36,7 +36,7 @@ from seed_tot.observe.rerank import rerank_table
 from seed_tot.records import append_json_lines
 from seed_tot.search.base import add_cot_node
 from seed_tot.tree import ReasoningTree
-from tasks import get_task
+from seed_tot_tasks import get_task
 
 def chain_nodes(item):
     """The pool's sampled chains as the best-of-n search hangs them: answer nodes under an empty root."""

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from seed_tot.errors import SeedTotError
-from tasks.base import Problem, Task
-from tasks.blocksworld import BlocksworldTask
-from tasks.creative_writing import CreativeWritingTask
-from tasks.gsm8k import Gsm8kTask
+from seed_tot_tasks.base import Problem, Task
+from seed_tot_tasks.blocksworld import BlocksworldTask
+from seed_tot_tasks.creative_writing import CreativeWritingTask
+from seed_tot_tasks.gsm8k import Gsm8kTask
 
 _TASKS: dict[str, type] = {
     "gsm8k": Gsm8kTask,

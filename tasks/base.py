@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from prompts import read_template
+from seed_tot_prompts import read_template
 from seed_tot.task import Problem, Task
 
 __all__ = ["DATA_DIR", "Problem", "Task", "data_file_record", "load_template", "row_id"]

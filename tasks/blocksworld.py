@@ -7,10 +7,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
-from tasks.base import DATA_DIR, Problem, Task, load_template, row_id
-from tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
-from tasks.jsonl import read_jsonl
-from tasks.pddl import (
+from seed_tot_tasks.base import DATA_DIR, Problem, Task, load_template, row_id
+from seed_tot_tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
+from seed_tot_tasks.jsonl import read_jsonl
+from seed_tot_tasks.pddl import (
     Action,
     Domain,
     PlanCheck,

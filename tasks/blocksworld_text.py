@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tasks.pddl import Action, Fact
+from seed_tot_tasks.pddl import Action, Fact
 
 BLOCK_COLORS = {
     "a": "red", "b": "blue", "c": "orange", "d": "yellow", "e": "white", "f": "magenta",

@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
-from tasks.base import DATA_DIR, Problem, Task, load_template, row_id
-from tasks.values import parse_rating
+from seed_tot_tasks.base import DATA_DIR, Problem, Task, load_template, row_id
+from seed_tot_tasks.values import parse_rating
 
 DEFAULT_PATH = DATA_DIR / "creative_writing" / "data_100_random_text.txt"
 N_SENTENCES = 4

@@ -7,10 +7,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from seed_tot.errors import SeedTotError
-from tasks.arithmetic import wrong_equations
-from tasks.base import DATA_DIR, Problem, Task, load_template, row_id
-from tasks.jsonl import read_jsonl
-from tasks.values import parse_verdict
+from seed_tot_tasks.arithmetic import wrong_equations
+from seed_tot_tasks.base import DATA_DIR, Problem, Task, load_template, row_id
+from seed_tot_tasks.jsonl import read_jsonl
+from seed_tot_tasks.values import parse_verdict
 
 DEFAULT_PATH = DATA_DIR / "gsm8k" / "test.jsonl"
 # the training split: for training judges (seed-tot train value), never for measuring

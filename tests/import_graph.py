@@ -18,8 +18,10 @@ import networkx as nx
 DYNAMIC_IMPORTERS = ("import_module", "__import__")
 
 
-def module_name(path: Path, root: Path) -> str:
+def module_name(path: Path, root: Path, import_names: dict[str, str] | None = None) -> str:
+    """The dotted name `path` is imported as; `import_names` maps a top folder to the name it installs as."""
     parts = list(path.relative_to(root).with_suffix("").parts)
+    parts[0] = (import_names or {}).get(parts[0], parts[0])
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -77,13 +79,11 @@ def imported_names(source: str, module: str, is_package: bool = False) -> set[st
     return names
 
 
-def read_imports(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
-    """Module name -> imported names, for every .py file of `packages` under `root`."""
+def read_imports(root: Path, packages: tuple[str, ...], import_names: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Module name -> imported names, for every .py file of the folders `packages` under `root`."""
     files = [p for package in packages for p in (root / package).rglob("*.py")]
-    return {
-        module_name(p, root): imported_names(p.read_text(), module_name(p, root), p.name == "__init__.py")
-        for p in files
-    }
+    names = {p: module_name(p, root, import_names) for p in files}
+    return {names[p]: imported_names(p.read_text(), names[p], p.name == "__init__.py") for p in files}
 
 
 def module_graph(imports: dict[str, set[str]]) -> nx.DiGraph:
@@ -101,7 +101,7 @@ def module_graph(imports: dict[str, set[str]]) -> nx.DiGraph:
 def package_of(module: str, root_packages: tuple[str, ...] = ("seed_tot",)) -> str:
     """The layer a module belongs to: the subpackage (or top-level module) right below a root
     package, e.g. seed_tot.search.bfs -> seed_tot.search, seed_tot.requests -> seed_tot.requests;
-    outside the root packages, the top-level package (tasks.gsm8k -> tasks)."""
+    outside the root packages, the top-level package (seed_tot_tasks.gsm8k -> seed_tot_tasks)."""
     parts = module.split(".")
     if parts[0] in root_packages:
         return ".".join(parts[:2])

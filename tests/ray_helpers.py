@@ -11,7 +11,7 @@ from seed_tot.distributed.work import SearchWork
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.search import BFS, BFSConfig
 from seed_tot.search.driver import solve_many
-from tasks.gsm8k import Gsm8kTask
+from seed_tot_tasks.gsm8k import Gsm8kTask
 
 # Greedy, float32, short: a problem takes about a second on the tiny pair.
 CONFIG = BFSConfig(

@@ -10,7 +10,7 @@ from search_helpers import FORMATTER
 from seed_tot.errors import ConfigError
 from seed_tot.reasoning.evaluator import CONSTANT_VALUE, REJECTED_VALUE
 from seed_tot.search import MCTS, MCTSConfig
-from tasks.blocksworld import BlocksworldTask, plan_lines
+from seed_tot_tasks.blocksworld import BlocksworldTask, plan_lines
 
 TASK = BlocksworldTask()
 PROBLEMS = TASK.load()

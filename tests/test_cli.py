@@ -212,7 +212,7 @@ def test_add_cot_samples_sends_what_the_search_itself_would_send(tmp_path):
     assert len(sampled) == 2 and [text.strip() for text in added["samples"]] == [text for _, text in sampled]
     assert len(added["finish_reasons"]) == len(added["sample_token_counts"]) == 2
     from seed_tot.observe.comparison import report_run
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     assert report_run(without, get_task)[0].answers["final"] == trace.final_answer  # the report votes as the run did
 

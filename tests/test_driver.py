@@ -114,7 +114,7 @@ def test_the_tiny_pair_gives_the_same_traces_at_any_concurrency_and_batching(tin
     """float32 tiny target, sampled thoughts and values: C=1 and C=3, rounds or continuous
     batching, build identical trees."""
     from seed_tot.reasoning.prompting import PromptFormatter
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     _, target = tiny_pair
     task = get_task("gsm8k")

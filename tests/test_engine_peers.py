@@ -21,7 +21,7 @@ from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.search import search_class  # noqa: E402
 from seed_tot.search.base import SearchConfig  # noqa: E402
 from seed_tot.search.steps import StepRunner  # noqa: E402
-from tasks import get_task  # noqa: E402
+from seed_tot_tasks import get_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "engine_peers.py"

@@ -9,7 +9,7 @@ from search_helpers import FORMATTER, TOKENIZER, make_task
 from seed_tot.cli.task_run import problem_extra
 from seed_tot.reasoning.judge import JUDGE_DECODE, judge_answer
 from seed_tot.reasoning.simple_task import SimpleTask
-from tasks.creative_writing import CreativeWritingTask
+from seed_tot_tasks.creative_writing import CreativeWritingTask
 
 
 class RhymeTask(SimpleTask):

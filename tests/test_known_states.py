@@ -10,9 +10,9 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER
 
 from seed_tot.search import BFS, BFSConfig, MCTS, MCTSConfig
-from tasks.blocksworld import BlocksworldTask
-from tasks.blocksworld_text import action_text, parse_action
-from tasks.pddl import Action, parse_pddl_action
+from seed_tot_tasks.blocksworld import BlocksworldTask
+from seed_tot_tasks.blocksworld_text import action_text, parse_action
+from seed_tot_tasks.pddl import Action, parse_pddl_action
 
 TASK = BlocksworldTask()
 PROBLEM = TASK.load()[0]

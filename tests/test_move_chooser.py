@@ -16,9 +16,9 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.requests import GenerationResult, GenerationStats
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
-from tasks.blocksworld import BlocksworldTask, plan_lines, read_plan
-from tasks.blocksworld_text import action_text
-from tasks.pddl import parse_pddl_action
+from seed_tot_tasks.blocksworld import BlocksworldTask, plan_lines, read_plan
+from seed_tot_tasks.blocksworld_text import action_text
+from seed_tot_tasks.pddl import parse_pddl_action
 
 MOVES = ["go north", "go south", "go east", "go west"]
 

@@ -17,10 +17,10 @@ REPO = Path(__file__).resolve().parent.parent
 CHECK = textwrap.dedent(
     """
     import sys
-    import prompts, tasks
-    from tasks import TASK_NAMES, get_task
+    import seed_tot_prompts, seed_tot_tasks
+    from seed_tot_tasks import TASK_NAMES, get_task
 
-    for module in (prompts, tasks):
+    for module in (seed_tot_prompts, seed_tot_tasks):
         assert module.__file__.startswith(sys.argv[1]), module.__file__
     for name in TASK_NAMES:
         task = get_task(name)
@@ -50,3 +50,11 @@ def test_wheel_ships_prompts_and_data(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok 3")
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "seed_tot").rglob("__init__.py")}
+    assert found | {"seed_tot_tasks", "seed_tot_prompts"} == listed

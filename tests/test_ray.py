@@ -12,7 +12,7 @@ from ray_helpers import SPEC, RaisingGsm8k, SuddenDeathGsm8k, comparable, in_pro
 from seed_tot.distributed.ray_pool import plan_actors, solve_on_ray  # noqa: E402
 from seed_tot.distributed.work import Failed, Finished  # noqa: E402
 from seed_tot.errors import SeedTotError  # noqa: E402
-from tasks.gsm8k import Gsm8kTask  # noqa: E402
+from seed_tot_tasks.gsm8k import Gsm8kTask  # noqa: E402
 
 
 @pytest.fixture(scope="module")

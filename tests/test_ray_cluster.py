@@ -18,7 +18,7 @@ from ray_helpers import SPEC, NodeRecordingGsm8k, comparable, in_process, proble
 from seed_tot.distributed.ray_pool import solve_on_ray  # noqa: E402
 from seed_tot.distributed.work import Finished  # noqa: E402
 from seed_tot.observe.trace import load_trace  # noqa: E402
-from tasks.gsm8k import Gsm8kTask  # noqa: E402
+from seed_tot_tasks.gsm8k import Gsm8kTask  # noqa: E402
 
 STORE = 100 * 1024**2
 CLI = ["--tiny", "--dtype", "float32", "--method", "batched", "--depth", "2", "--thoughts", "2", "--max-new-tokens", "8",

@@ -16,7 +16,7 @@ from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot.records import ProblemRecord, append_record
 from seed_tot.search import BFS, BFSConfig
 from seed_tot.task import Problem
-from tasks.base import row_id
+from seed_tot_tasks.base import row_id
 
 BUNDLED = [Problem(id="d-1", question="What is 3 + 4?", gold="5")]  # a deliberately different gold
 

@@ -70,7 +70,7 @@ def test_the_report_pairs_best_of_k_with_the_vote_on_stored_values(tmp_path):
 
 
 def test_scoring_rates_each_chain_once_and_resumes(tmp_path, monkeypatch):
-    from tasks.gsm8k import Gsm8kTask
+    from seed_tot_tasks.gsm8k import Gsm8kTask
     # the tiny byte tokenizer gives " sure", " likely" and " impossible" one first token (a space);
     # a prefix ending in its own space lets the words' first letters tell them apart
     monkeypatch.setattr(Gsm8kTask, "verdict_prefix", "Verdict: ")

@@ -63,7 +63,7 @@ def test_a_bad_config_file_is_refused_in_one_sentence(tmp_path, content, needle)
 
 
 def test_the_resolved_config_is_frozen_and_resolving_it_again_changes_nothing():
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     config = RunConfig(**printed("gsm8k", "--tiny", "--method", "auto"))
     assert resolve_config(config, get_task("gsm8k")) == config

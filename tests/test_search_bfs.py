@@ -121,7 +121,7 @@ def test_bfs_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
 
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.scheduling.factory import make_executor
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     _, target = tiny_pair
     task = get_task(task_name)
@@ -153,7 +153,7 @@ def test_the_schedule_does_not_change_the_tree(tiny_pair):
 
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.scheduling.factory import make_executor
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     _, target = tiny_pair
     task = get_task("gsm8k")
@@ -186,7 +186,7 @@ def test_bfs_on_gsm8k_with_the_real_target():
     from seed_tot.config import DecodeConfig
     from seed_tot.models import load_model
     from seed_tot.scheduling.factory import make_executor
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     target = load_model("default-target")
     task = get_task("gsm8k")

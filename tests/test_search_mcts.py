@@ -92,7 +92,7 @@ def test_mcts_runs_each_task_on_the_tiny_pair(tiny_pair, task_name):
 
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.scheduling.factory import make_executor
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     _, target = tiny_pair
     task = get_task(task_name)

@@ -15,7 +15,7 @@ from seed_tot.search import BFS, SEARCHES
 from seed_tot.search.base import SearchConfig
 from seed_tot.reasoning.evaluator import VALUE_MODES
 from seed_tot.task import Task
-from tasks import TASK_NAMES, get_task
+from seed_tot_tasks import TASK_NAMES, get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = re.compile(r"\b(?:get|has)attr\(\s*[\w.]*task\w*\s*,")  # getattr(task, ...), hasattr(self.task, ...)

@@ -8,11 +8,11 @@ import re
 import pytest
 
 from seed_tot.errors import SeedTotError
-from tasks import get_task
-from tasks.base import Task, load_template
-from tasks.blocksworld import BlocksworldTask, load_domain, parse_good_bad, planning_problem
-from tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
-from tasks.pddl import (
+from seed_tot_tasks import get_task
+from seed_tot_tasks.base import Task, load_template
+from seed_tot_tasks.blocksworld import BlocksworldTask, load_domain, parse_good_bad, planning_problem
+from seed_tot_tasks.blocksworld_text import action_text, facts_text, parse_action, statement_text
+from seed_tot_tasks.pddl import (
     Action,
     PlanningProblem,
     apply_action,

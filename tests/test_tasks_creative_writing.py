@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from seed_tot.errors import SeedTotError
-from tasks import get_task
-from tasks.base import Task
-from tasks.creative_writing import (
+from seed_tot_tasks import get_task
+from seed_tot_tasks.base import Task
+from seed_tot_tasks.creative_writing import (
     CreativeWritingTask,
     constraint_count,
     constraint_fraction,

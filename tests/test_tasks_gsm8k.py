@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 
 from seed_tot.errors import SeedTotError
-from tasks import TASK_NAMES, get_task
-from tasks.base import Task
-from tasks.gsm8k import (
+from seed_tot_tasks import TASK_NAMES, get_task
+from seed_tot_tasks.base import Task
+from seed_tot_tasks.gsm8k import (
     DEFAULT_PATH,
     Gsm8kTask,
     extract_number_answer,
@@ -19,7 +19,7 @@ from tasks.gsm8k import (
     normalise_number,
     split_steps,
 )
-from tasks.values import parse_rating
+from seed_tot_tasks.values import parse_rating
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,7 @@ def test_tiny_pair_run_twice_gives_the_same_trace_except_timings(tiny_pair, tmp_
 
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.scheduling.factory import make_executor
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     _, target = tiny_pair
     task = get_task("gsm8k")
@@ -137,7 +137,7 @@ def test_seed_executor_events_reach_the_trace_and_greedy_trees_match_ar(tiny_pai
     from seed_tot.config import DecodeConfig
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.scheduling.factory import make_executor
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     draft, target = tiny_pair
     task = get_task("gsm8k")

@@ -21,7 +21,7 @@ from seed_tot.task import Problem
 from seed_tot.tree import ReasoningTree
 from seed_tot.values.head import ValueHead
 from seed_tot.values.judge import LearnedJudge
-from tasks.gsm8k import Gsm8kTask
+from seed_tot_tasks.gsm8k import Gsm8kTask
 
 
 class LengthJudge:

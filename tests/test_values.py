@@ -213,7 +213,7 @@ def test_shared_prompt_features_equal_one_plain_forward_over_prompt_and_reply(ti
 
 def test_every_shipped_head_was_trained_on_training_problems_only():
     from seed_tot.values.judge import PACKAGED_HEADS
-    from tasks.gsm8k import Gsm8kTask
+    from seed_tot_tasks.gsm8k import Gsm8kTask
 
     heads = sorted(PACKAGED_HEADS.glob("*.safetensors"))
     assert heads, "the package ships a head for the default target"

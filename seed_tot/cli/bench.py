@@ -46,7 +46,7 @@ def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, dep
     )
     from seed_tot.models.loading import check_pair, load_draft, load_model
     from seed_tot.search import BFSConfig
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     try:
         temps = [float(t) for t in temperatures.split(",") if t.strip()]

@@ -17,7 +17,7 @@ from seed_tot.records import RecordLog, write_json_atomically
 
 def gsm8k_problems(path: str | None, limit: int):
     """The first `limit` GSM8K problems of `path` (default: the vendored test split)."""
-    from tasks.gsm8k import DEFAULT_PATH, Gsm8kTask
+    from seed_tot_tasks.gsm8k import DEFAULT_PATH, Gsm8kTask
 
     source = Path(path) if path else DEFAULT_PATH
     if not source.is_file():
@@ -60,7 +60,7 @@ def calibrate(caps, limit, max_loss, window, max_cot_tokens, max_answer_tokens, 
               threads, data, output, records) -> None:
     """Run AR CoT and FastCoT at each cap on GSM8K; choose the smallest cap within --max-loss."""
     from seed_tot.models import load_model
-    from tasks.gsm8k import extract_number_answer
+    from seed_tot_tasks.gsm8k import extract_number_answer
 
     cap_list = parse_caps(caps)
     if threads:

@@ -25,7 +25,7 @@ def report(runs: tuple[Path, ...], plot: Path | None, no_plot: bool) -> None:
     then the compute-matched comparison: greedy CoT, self-consistency at K = 1..16 and each tree run, at
     their tokens per problem, paired by problem id. A folder may also be a pool of chains written by
     scripts/add_cot_samples.py --task."""
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     for run in runs:
         if not (run / "results.jsonl").is_file():

@@ -179,7 +179,7 @@ class RunPlan(NamedTuple):
 def set_up_run(task_name: str, config: RunConfig) -> RunSetup:
     """Resolve the configuration once and check it, before any data or model file is read."""
     from seed_tot.search import search_class
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     task = get_task(task_name)
     config = resolve_config(config, task)
@@ -200,7 +200,7 @@ def print_config(task_name: str, config: RunConfig) -> None:
 
 def plan_run(task_name: str, config: RunConfig) -> RunPlan:
     """Check every setting and pick the problems still to do, before any model loads."""
-    from tasks.base import data_file_record
+    from seed_tot_tasks.base import data_file_record
 
     config, task, search_cls, search_config, method_settings = set_up_run(task_name, config)
     if config.method_info.in_process:

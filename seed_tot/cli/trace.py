@@ -13,7 +13,7 @@ from seed_tot.records import GZIP_SUFFIX
 
 def bundled_task(name: str):
     """The bundled task of a trace's name (None for a custom task), to read its answers back."""
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     try:
         return get_task(name)

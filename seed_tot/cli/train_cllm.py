@@ -28,7 +28,7 @@ def parse_rows(text: str) -> tuple[int, int]:
 
 def training_prompts(runner, data: str | None, rows: tuple[int, int], limit: int | None) -> list[tuple[str, list[int]]]:
     from seed_tot.fastcot_calibration import cot_prompt_ids
-    from tasks.gsm8k import DEFAULT_PATH, Gsm8kTask
+    from seed_tot_tasks.gsm8k import DEFAULT_PATH, Gsm8kTask
 
     problems = [p for p in Gsm8kTask().load(Path(data) if data else DEFAULT_PATH) if rows[0] <= p.meta["line"] <= rows[1]]
     return [(f"gsm8k:{p.meta['line']}", cot_prompt_ids(runner, p.question)) for p in problems[:limit]]

@@ -109,7 +109,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     from seed_tot.runtime.hidden import decoder_layer_count
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.store import FeatureStore, chains_of_pool, extract, feature_settings
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     task = get_task(task_name)
     if task.cot_prompt is None:

@@ -103,7 +103,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
             raise ApiError(404, f"The model {req.model!r} does not exist: GET /v1/models lists the ids "
                            f"(<task>/<search>, e.g. {next(iter(service.catalog), 'gsm8k/bfs')}).",
                            param="model", code="model_not_found")
-        from tasks import get_task
+        from seed_tot_tasks import get_task
 
         try:
             problem = problem_from_text(get_task(entry.task_name), req.text)

@@ -30,7 +30,7 @@ def build_catalog(config) -> dict[str, ModelEntry]:
     """Every (task, search) pair whose config the server's settings build and the search accepts.
     `config`: the server's RunConfig (search and mode fields None: each task's defaults)."""
     from seed_tot.cli.run_config import search_settings, with_task_defaults
-    from tasks import TASK_NAMES, get_task
+    from seed_tot_tasks import TASK_NAMES, get_task
 
     entries: dict[str, ModelEntry] = {}
     for task_name in TASK_NAMES:
@@ -104,6 +104,6 @@ def request_config(entry: ModelEntry, *, seed: int, temperature: float | None, t
 
 
 def _task(entry: ModelEntry):
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     return get_task(entry.task_name)

@@ -40,7 +40,7 @@ def problem_from_text(task: Task, text: str) -> Problem:
 
 
 def _creative_writing(pid: str, text: str) -> Problem:
-    from tasks.creative_writing import N_SENTENCES, split_sentences
+    from seed_tot_tasks.creative_writing import N_SENTENCES, split_sentences
 
     line = " ".join(text.split())
     sentences = split_sentences(line)
@@ -62,7 +62,7 @@ _STATEMENT = re.compile(r"as initial conditions i have that,?(.*?)\.\s*my goal i
 
 
 def _facts(body: str, where: str) -> list[tuple[str, ...]]:
-    from tasks.blocksworld_text import COLOR_TO_OBJECT
+    from seed_tot_tasks.blocksworld_text import COLOR_TO_OBJECT
 
     facts = []
     for clause in re.split(r",\s*|\s+and\s+", " ".join(body.split())):
@@ -96,8 +96,8 @@ def _pddl(init: list[tuple[str, ...]], goal: list[tuple[str, ...]]) -> str:
 
 
 def _blocksworld(pid: str, text: str) -> Problem:
-    from tasks.blocksworld_text import statement_text
-    from tasks.pddl import parse_problem
+    from seed_tot_tasks.blocksworld_text import statement_text
+    from seed_tot_tasks.pddl import parse_problem
 
     if text.lstrip().startswith("(define"):
         pddl = text

@@ -21,7 +21,7 @@ def answer_content(finished: Finished, votable: bool) -> str:
 
 
 def choice_of(finished: Finished, entry: ModelEntry, seed: int) -> dict:
-    from tasks import get_task
+    from seed_tot_tasks import get_task
 
     result = finished.result
     selection = result.selection

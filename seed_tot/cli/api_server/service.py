@@ -71,7 +71,7 @@ class ApiService:
                 on_done: Callable[[Any], None], on_progress: Callable[[dict], None]) -> Job:
         """A job for one tree of `problem` (a fresh task object and search of its own)."""
         from seed_tot.reasoning.prompting import PromptFormatter
-        from tasks import get_task
+        from seed_tot_tasks import get_task
 
         task = get_task(entry.task_name)
         if config.depth is not None and task.depth is not None:
