@@ -21,13 +21,14 @@ class LoadedExecutor(NamedTuple):
     memory: dict | None  # the memory plan, where the method's rows are bounded by it
 
 
-def load_executor(config: RunConfig, settings: dict) -> LoadedExecutor:
-    """Load the models and build the method's executor, or open its engine."""
+def load_executor(config: RunConfig, settings: dict, longest_request: int | None = None) -> LoadedExecutor:
+    """Load the models and build the method's executor, or open its engine. `longest_request`: the
+    most tokens (prompt + new) any request of the run can hold, where known before it starts."""
     from seed_tot.distributed.spec import model_names, trace_settings
     from seed_tot.scheduling.factory import make_executor
 
     if config.method_info.engine:
-        engine = open_engine(config)
+        engine = open_engine(config, longest_request)
         recorded = {"method": config.method, "dtype": "gguf", "engine": engine.engine}  # engines take no settings
         return LoadedExecutor(engine.executor, engine.tokenizer, None, engine.models, 0, recorded, None)
     target, draft = executor_spec(config, settings).load_models()
@@ -46,14 +47,30 @@ def executor_spec(config: RunConfig, settings: dict):
                         device=config.device, draft_dtype=config.draft_dtype, threads=config.threads, options=settings)
 
 
-def open_engine(config: RunConfig):
-    """The server executor of an engine method: a server started for this run, or one running."""
-    from seed_tot.engines.setup import EngineSettings
+def open_engine(config: RunConfig, longest_request: int | None = None):
+    """The server executor of an engine method: a server started for this run (each slot's context
+    sized to `longest_request` where it is known, else the engine's default), or one running."""
+    from seed_tot.engines.setup import DEFAULT_CTX_PER_SLOT, EngineSettings, slot_context
 
     draft = config.draft_name if config.with_draft else None
+    context = slot_context(longest_request) if longest_request else DEFAULT_CTX_PER_SLOT
     settings = EngineSettings(target=config.target_name, draft=draft, url=config.server_url, api=config.server_api,
-                              parallel=config.server_parallel, threads=config.threads, timeout=config.server_timeout)
+                              parallel=config.server_parallel, threads=config.threads, timeout=config.server_timeout,
+                              ctx_per_slot=context)
     return config.method_info.builder()(settings)
+
+
+def longest_chain_request(task, problems: list, search_cls, search_config, target_name: str) -> int | None:
+    """The most tokens a request of a search made of whole chains of thought can hold: the longest
+    chain prompt plus the chains' token budget. None for a tree, whose prompts grow with its states."""
+    if not search_cls.whole_chains_only or not problems:
+        return None
+    from seed_tot.engines.setup import tokenizer_for
+    from seed_tot.reasoning.prompting import PromptFormatter
+
+    formatter = PromptFormatter(tokenizer_for(target_name))
+    longest_prompt = max(len(formatter.encode(task.cot_prompt(problem))) for problem in problems)
+    return longest_prompt + search_config.cot_decode.max_new_tokens
 
 
 def memory_budget(config: RunConfig) -> int:

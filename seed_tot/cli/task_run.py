@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from seed_tot.cli.resume import check_resume
 from seed_tot.cli.run_config import RunConfig, check_config, resolve_config, search_settings
-from seed_tot.cli.run_executor import check_memory_before_loading, load_executor
+from seed_tot.cli.run_executor import check_memory_before_loading, load_executor, longest_chain_request
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.records import (
     ProblemRecord,
@@ -247,7 +247,9 @@ def run_task(task_name: str, config: RunConfig) -> None:
     config, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, config)
     if nothing_left(todo, out):
         return
-    loaded = load_executor(config, method_settings)
+    longest = longest_chain_request(task, todo, search_cls, search_config, config.target_name) \
+        if config.method_info.engine else None
+    loaded = load_executor(config, method_settings, longest)
     extra_config = {**loaded.trace_config, "run": config.recorded()}
     dtype = extra_config["dtype"]  # what --dtype auto resolved to on this machine
     formatter = PromptFormatter(loaded.tokenizer)

@@ -14,6 +14,9 @@ from pathlib import Path
 from seed_tot.errors import ConfigError, ModelNotFoundError
 
 DEFAULT_SLOTS = 4
+# llama.cpp allocates (and clears) the KV cache of every slot at start: slots x context tokens, about
+# 28 KiB a token for the default 1.5B target, so 20 slots of 4,096 tokens hold 2.2 GiB.
+DEFAULT_CTX_PER_SLOT = 4096
 CONNECT_TIMEOUT_S = 30.0
 
 
@@ -36,11 +39,19 @@ class EngineSettings:
     parallel: int | None = None
     threads: int | None = None
     timeout: float = 600.0
+    ctx_per_slot: int = DEFAULT_CTX_PER_SLOT  # llama-cpp: context tokens of each slot
+
+
+def slot_context(longest_request_tokens: int) -> int:
+    """A slot's context for requests of at most `longest_request_tokens` (prompt + new tokens): that,
+    with a few tokens to spare, rounded up to 256."""
+    return -(-(longest_request_tokens + 16) // 256) * 256
 
 
 def start_llama_cpp(settings: EngineSettings) -> EngineRun:
     """--method llama-cpp: llama.cpp's server started for the run."""
-    return open_llama_cpp(settings.target, settings.draft, settings.parallel, settings.threads, settings.timeout)
+    return open_llama_cpp(settings.target, settings.draft, settings.parallel, settings.threads, settings.timeout,
+                          ctx_per_slot=settings.ctx_per_slot)
 
 
 def connect_server(settings: EngineSettings) -> EngineRun:
@@ -104,7 +115,7 @@ def open_server(url: str, target: str, api: str = "auto", parallel: int | None =
 
 
 def open_llama_cpp(target: str, draft: str | None = None, slots: int | None = None, threads: int | None = None,
-                   timeout: float = 600.0, retries: int = 3, ctx_per_slot: int = 4096) -> EngineRun:
+                   timeout: float = 600.0, retries: int = 3, ctx_per_slot: int = DEFAULT_CTX_PER_SLOT) -> EngineRun:
     """Start llama.cpp's server for one run; closing the executor stops it."""
     from seed_tot.engines.connect import connect
     from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings, default_threads

@@ -121,6 +121,9 @@ class SearchRun:
 class Search(ABC):
     name: ClassVar[str]
     config_class: ClassVar[type[SearchConfig]] = SearchConfig
+    # True when every request is a chain of thought of the whole problem (cot_prompt + cot_decode), so
+    # the longest request is known before the search starts (an engine sizes its context by it).
+    whole_chains_only: ClassVar[bool] = False
 
     def __init__(
         self, task: Task, executor: Executor | None, formatter: PromptFormatter, config: SearchConfig | None = None,

@@ -16,6 +16,7 @@ from seed_tot.search.steps import Steps
 class SelfConsistency(Search):
     name = "self-consistency"
     config_class = SearchConfig
+    whole_chains_only = True
 
     @classmethod
     def check(cls, task, config: SearchConfig) -> None:
