@@ -37,7 +37,7 @@ def test_wheel_ships_prompts_and_data(tmp_path):
     subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(REPO)], check=True, cwd=tmp_path)
     wheel = next(dist.glob("seed_tot-*.whl"))
     shipped = set(zipfile.ZipFile(wheel).namelist())
-    templates = [path.relative_to(REPO).as_posix() for path in REPO.glob("prompts/*/*.txt")]
+    templates = ["seed_tot_prompts/" + path.relative_to(REPO / "prompts").as_posix() for path in REPO.glob("prompts/*/*.txt")]
     assert templates and not [name for name in templates if name not in shipped]
     assert "seed_tot/observe/viewer.html" in shipped  # the HTML viewer's page template
     subprocess.run(pip + ["install", "--no-deps", "--target", str(site), str(wheel)], check=True, cwd=tmp_path)
