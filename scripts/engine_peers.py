@@ -144,7 +144,7 @@ def worker_b(spec: dict, out: Path) -> dict:
 
     from seed_tot.engines.connect import file_sha256
     from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings
-    from seed_tot.engines.setup import gguf_path, tokenizer_for
+    from seed_tot.engines.setup import gguf_path, slot_context, tokenizer_for
     from seed_tot.reasoning.prompting import PromptFormatter
 
     plan = plan_for(spec, "llama-cpp", out / "run")
@@ -155,7 +155,7 @@ def worker_b(spec: dict, out: Path) -> dict:
     rows = min(spec["concurrency"], len(plan.todo)) * chains["chains"]
     budget = max(c["max_new_tokens"] for c in chains["per_chain"])
     longest = max(len(formatter.encode(plan.task.cot_prompt(p))) for p in plan.todo)
-    ctx_per_slot = -(-(longest + budget + 16) // 256) * 256
+    ctx_per_slot = slot_context(longest + budget)
     model_file = gguf_path(target_name(spec))
     settings = LlamaServerSettings(model_file, slots=rows, ctx_per_slot=ctx_per_slot, threads=spec["threads"])
     log: list[dict] = []
