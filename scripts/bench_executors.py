@@ -37,6 +37,7 @@ from seed_tot.models import load_pair
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import RecordLog, load_average, machine_facts, settings_key, write_text_atomically
 from seed_tot.scheduling.factory import make_executor
+from seed_tot.scheduling.methods import method_named
 from seed_tot.requests import GenerationRequest, GenerationResult
 from seed_tot_tasks.gsm8k import Gsm8kTask
 
@@ -88,6 +89,11 @@ def value_requests(task, formatter, problems, n: int, config: DecodeConfig) -> l
 
 
 @dataclass
+
+def _draft_workers(label: str) -> bool:
+    """The configuration's method runs its draft in worker processes (one cached executor per worker count)."""
+    return method_named(CONFIGS[label][0]).draft_workers
+
 class Measurement:
     label: str
     workload: str
@@ -131,12 +137,12 @@ class Executors:
         self.spawn_seconds: dict[str, float] = {}
 
     def get(self, label: str, warmup_prompt: list[int], n: int):
-        key = f"{label}/n{n}" if label.startswith("seed") else label
+        key = f"{label}/n{n}" if _draft_workers(label) else label
         if key in self.cached:
             return self.cached[key]
         method, options = CONFIGS[label]
         options = dict(options)
-        if method.startswith("seed"):
+        if method_named(method).draft_workers:
             options["num_workers"] = n
         executor = make_executor(method, self.target, self.draft, **options)
         started = time.perf_counter()
@@ -154,7 +160,7 @@ class Executors:
         return executor.run(requests)
 
     def release_processes(self) -> None:
-        for key in [k for k in self.cached if k.startswith("seed")]:
+        for key in [k for k in self.cached if _draft_workers(k.split("/")[0])]:
             self.cached.pop(key).close()
 
     def close(self) -> None:

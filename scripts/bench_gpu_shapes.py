@@ -27,6 +27,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.requests import GenerationRequest
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.factory import make_executor
+from seed_tot.scheduling.methods import method_named
 from seed_tot.scheduling.worker import RandomDraft
 
 CONFIGS = Path(__file__).resolve().parent / "gpu_configs"
@@ -62,7 +63,7 @@ def synchronize(device: str) -> None:
 
 
 def time_method(method: str, target: ModelRunner, draft: RandomDraft, requests, device: str) -> dict:
-    executor = make_executor(method, target, draft if method.startswith("seed") else draft.load(), **METHODS[method])
+    executor = make_executor(method, target, draft if method_named(method).draft_workers else draft.load(), **METHODS[method])
     try:
         executor.run(requests[:1])  # warm-up: kernels, workers spawned and loaded
         synchronize(device)

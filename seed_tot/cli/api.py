@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from seed_tot.cli.options import decode_options, method_options, model_options, search_options
+from seed_tot.scheduling.methods import CONCURRENCY_DEFAULTS
 
 
 def server_options(f):
@@ -12,7 +13,7 @@ def server_options(f):
         click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every interface; then set --api-key)."),
         click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on."),
         click.option("--api-key", "api_key", envvar="SEED_TOT_API_KEY", default=None, help="Require 'Authorization: Bearer KEY' on every route but /health (also from $SEED_TOT_API_KEY)."),
-        click.option("--concurrency", type=int, default=None, help="Trees grown at once in the one shared batch (more requests wait in a queue). Default: 16 for the batched methods, 1 for the others."),
+        click.option("--concurrency", type=int, default=None, help="Trees grown at once in the one shared batch (more requests wait in a queue). Default: " + CONCURRENCY_DEFAULTS + "."),
         click.option("--max-queue", "max_queue", type=int, default=256, show_default=True, help="Trees that may wait beyond --concurrency; a request beyond them gets 429 (retry later)."),
         click.option("--batching", type=click.Choice(["continuous", "rounds"]), default="continuous", show_default=True, help="How the trees share a batched executor (as for the task commands)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False), default="runs/api", show_default=True, help="Folder for the traces (OUT/traces/<trace id>.json)."),

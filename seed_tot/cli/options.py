@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from seed_tot.scheduling.methods import AUTO, DEFAULT_METHOD, METHOD_NAMES, method_help
+from seed_tot.scheduling.methods import AUTO, CONCURRENCY_DEFAULTS, DEFAULT_METHOD, METHOD_NAMES, method_help
 
 
 def _apply(f, options):
@@ -80,7 +80,7 @@ def data_options(f):
         click.option("--ids", default=None, help="Comma-separated problem ids (overrides --start/--limit)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None, help="Output directory (default: runs/<task>-<method>)."),
         click.option("--resume", is_flag=True, help="Continue a run in --out: skip problems already in results.jsonl."),
-        click.option("--concurrency", type=int, default=None, help="Problems searched at once; their requests share every executor call. Default: 16 for the batched methods (a wider forward costs less per row), 1 for the others. In float32 results do not depend on it; in float16/bfloat16 a row's logits can change in the last bits with the rows it shares a forward with."),
+        click.option("--concurrency", type=int, default=None, help="Problems searched at once; their requests share every executor call. Default: " + CONCURRENCY_DEFAULTS + ". In float32 results do not depend on it; in float16/bfloat16 a row's logits can change in the last bits with the rows it shares a forward with."),
         click.option("--batching", type=click.Choice(["continuous", "rounds"]), default="continuous", show_default=True, help="How searches share a batched executor: continuous (requests join and leave the decode batch token by token) or rounds (one merged call per round, which waits for its longest row); other executors always use rounds. In float32 results do not change."),
     ])
 

@@ -149,6 +149,9 @@ _RECORDS = [
 ]
 METHODS: Mapping[str, Method] = MappingProxyType({m.name: m for m in _RECORDS})
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
+CONCURRENCY_DEFAULTS = (  # --help's words for the defaults above
+    f"{BATCHED_CONCURRENCY} for the batched methods (a wider forward costs less per row), {ENGINE_CONCURRENCY} for the "
+    f"servers ({', '.join(m.name for m in _RECORDS if m.engine)}), {SERIAL_CONCURRENCY} for the others")
 
 # The default is the in-process batched-lookup: on a quiet CPU it answered the first GSM8K problem
 # sooner than llama.cpp's server (measured: docs/engines.md#the-first-gsm8k-problem-end-to-end-on-a-quiet-machine).
