@@ -71,3 +71,13 @@ def test_the_resolved_config_is_frozen_and_resolving_it_again_changes_nothing():
         config.method = "ar"
     recorded = config.recorded()
     assert recorded["method"] == "batched-lookup" and not NOT_RECORDED & set(recorded)
+
+
+def test_the_chain_budget_reaches_the_search_and_zero_is_refused():
+    from seed_tot.cli.run_config import search_settings
+    from seed_tot_tasks import get_task
+
+    config = RunConfig(**printed("gsm8k", "--tiny", "--cot-max-new-tokens", "64"))
+    assert search_settings(config, get_task("gsm8k"))["cot_decode"].max_new_tokens == 64
+    result = run("gsm8k", "--tiny", "--cot-max-new-tokens", "0", "--print-config")
+    assert result.exit_code != 0 and "--cot-max-new-tokens must be at least 1" in result.stderr

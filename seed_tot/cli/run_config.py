@@ -69,6 +69,7 @@ class RunConfig(BaseModel):
     temperature: float
     top_p: float
     max_new_tokens: int | None  # None: the task's thought budget
+    cot_max_new_tokens: int = 512  # per chain of thought (SearchConfig.cot_decode)
     value_max_new_tokens: int
     value_samples: int
     value_mode: str | None = None  # None: the task's default where the method can score, else the search's
@@ -221,6 +222,7 @@ def parse_method_option(item: str) -> tuple[str, object]:
 def check_numbers(config: RunConfig) -> None:
     for name, value in [("--thoughts", config.n_thoughts), ("--breadth", config.breadth),
                         ("--iterations", config.iterations), ("--max-new-tokens", config.max_new_tokens or 1),
+                        ("--cot-max-new-tokens", config.cot_max_new_tokens),
                         ("--value-max-new-tokens", config.value_max_new_tokens),
                         ("--value-samples", config.value_samples), ("--concurrency", config.concurrency)]:
         if value < 1:
@@ -258,6 +260,7 @@ def search_settings(config: RunConfig, task) -> dict:
         "value_decode": DecodeConfig(
             max_new_tokens=config.value_max_new_tokens, temperature=config.value_temperature, top_p=config.top_p
         ),
+        "cot_decode": DecodeConfig(max_new_tokens=config.cot_max_new_tokens, temperature=0.0),
         "value_samples": config.value_samples,
         "value_mode": config.value_mode,
         "known_states": config.known_states,
