@@ -19,6 +19,7 @@ from seed_tot.search import BFS, BFSConfig, MCTS, MCTSConfig, search_class
 from seed_tot.search.answers import select_answer
 from seed_tot.task import Problem
 from seed_tot.tree import ReasoningTree
+from seed_tot.values.features import FEATURE_RULE
 from seed_tot.values.head import ValueHead
 from seed_tot.values.judge import LearnedJudge
 from seed_tot_tasks.gsm8k import Gsm8kTask
@@ -32,7 +33,7 @@ class LengthJudge:
     def __init__(self):
         self.calls = 0
 
-    def values(self, task, problem, states):
+    def values(self, task, problem, states, answers=None):
         self.calls += 1
         return [min(1.0, len(state) / 100) for state in states]
 
@@ -80,7 +81,7 @@ def _tiny_head(target, path: Path) -> Path:
     weight = torch.randn(hidden, generator=torch.Generator().manual_seed(0)) * 0.05
     ValueHead(layer=1, mean=torch.zeros(hidden), scale=torch.ones(hidden), weight=weight, bias=0.0,
               meta={"target": target.name, "target_fingerprint": weights_fingerprint(target.model),
-                    "head_id": "tiny-head"}).save(path)
+                    "head_id": "tiny-head", "feature_rule": FEATURE_RULE}).save(path)
     return path
 
 
@@ -103,7 +104,7 @@ def test_self_consistency_with_a_real_judge_rates_every_chain(tiny_pair, tmp_pat
         else:
             assert 0.0 < node.value < 1.0 and node.info["judge"] == "tiny-head"
     # the value is the head's probability of the state read alone
-    alone = judge.values(task, problem, [chains[0].state])[0]
+    alone = judge.values(task, problem, [chains[0].state], [task.extract_answer(problem, chains[0].state)])[0]
     if chains[0].value is not None:
         assert chains[0].value == pytest.approx(alone, abs=1e-5)
 

@@ -8,9 +8,9 @@ from seed_tot.errors import ConfigError
 from seed_tot.models.fingerprint import weights_fingerprint
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime.hidden import layer_states
-from seed_tot.values.features import FeatureReader, Reading
+from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading
 from seed_tot.values.head import ValueHead, fit_logistic, load_head
-from seed_tot.values.states import last_token_before, state_ends
+from seed_tot.values.states import answer_end, last_token_before, reading_ends, state_ends
 from seed_tot.values.training import (
     StateTable,
     calibration,
@@ -86,6 +86,32 @@ def test_one_forward_gives_each_prefix_its_own_features(tiny_pair):
         assert torch.allclose(alone[0], whole[i], atol=1e-4)
 
 
+def test_the_answer_is_found_where_it_is_last_written():
+    text = "Half of 2,400 is 1,200.\nSo she has 1,200 left.\nThe answer is 1,200 dollars."
+    assert text[:answer_end(text, "1200")].endswith("The answer is 1,200")
+    assert answer_end(text, "1,200") == answer_end(text, "1200")
+    assert answer_end(text, "7") is None and answer_end(text, None) is None
+
+
+def test_a_state_with_its_answer_is_read_at_the_answer_and_the_others_at_their_line_ends():
+    text = "Step one: 2 + 2 = 4\nThe answer is 12."
+    assert reading_ends(text, "12") == [len("Step one: 2 + 2 = 4"), len(text) - 1]
+    assert reading_ends(text, None) == state_ends(text) == reading_ends(text, "99")
+
+
+def test_reading_at_the_answer_equals_reading_the_text_cut_after_it(tiny_pair):
+    _, target = tiny_pair
+    reader = FeatureReader(target, (2,))
+    text = "Step one: 2 + 2 = 4\nThe answer is 12, as shown."
+    ends = tuple(reading_ends(text, "12"))
+    whole = reader.read([Reading("Q?", text, ends)])[0]
+    cut = text[:answer_end(text, "12")]
+    alone = reader.read([Reading("Q?", cut, (len(cut),))])[0]
+    assert torch.allclose(alone[0], whole[-1], atol=1e-4)
+    last = reader.read([Reading("Q?", text, (len(text),))])[0]
+    assert not torch.allclose(last[0], whole[-1], atol=1e-4)
+
+
 def test_batched_readings_equal_readings_one_at_a_time(tiny_pair):
     _, target = tiny_pair
     readings = [Reading("Q?", "a short one", (11,)), Reading("Q2?", "a much longer reply\nwith two lines", (19, 33))]
@@ -103,7 +129,14 @@ def test_fingerprint_names_the_weights_not_the_dtype():
 
 def _head(hidden: int = 4, **meta) -> ValueHead:
     return ValueHead(layer=1, mean=torch.zeros(hidden), scale=torch.ones(hidden), weight=torch.arange(hidden).float(),
-                     bias=-1.0, meta=meta)
+                     bias=-1.0, meta={"feature_rule": FEATURE_RULE, **meta})
+
+
+def test_a_head_read_by_another_feature_rule_is_refused_in_one_sentence(tmp_path):
+    path = tmp_path / "old.safetensors"
+    _head(feature_rule="the state's last token only").save(path)
+    with pytest.raises(ConfigError, match="by another rule than this version.*train it again"):
+        load_head(path)
 
 
 def test_head_file_round_trip_and_target_check(tmp_path):

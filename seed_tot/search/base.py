@@ -278,7 +278,8 @@ def add_cot_node(
 def rate_chains(judge, task: Task, problem: Problem, chains: list[ThoughtNode]) -> None:
     """Learned values for the chains of thought no rule rejected (no token decoded: one forward each)."""
     rated = [node for node in chains if "rejected" not in node.info]
-    for node, value in zip(rated, judge.values(task, problem, [node.state for node in rated]) if rated else [],
+    answers = [task.extract_answer(problem, node.state) for node in rated]
+    for node, value in zip(rated, judge.values(task, problem, [node.state for node in rated], answers) if rated else [],
                            strict=True):
         node.value, node.value_parsed = value, True
         node.info["judge"] = judge.head_id

@@ -1,8 +1,10 @@
-"""The features a learned judge reads: the target's hidden state at the last token of a state.
+"""The features a learned judge reads: the target's hidden state at the last token of a state, or
+at its answer's last token when the state gives its answer.
 
 Rule: the task's chain-of-thought prompt is the user message, the state text is the beginning of
 the model's reply, and the feature is the residual stream after decoder layer L at the state's
-last token. Because attention is causal, one forward over a whole chain gives the features of
+last token (for a state that gives its answer: at the answer's last occurrence, see
+seed_tot/values/states.py). Because attention is causal, one forward over a whole chain gives the features of
 every state of it (each line end) at once, and the forward stops at layer L
 (seed_tot/runtime/hidden.py). No token is decoded.
 """
@@ -18,7 +20,8 @@ from seed_tot.runtime.hidden import layer_states, prompt_cache, shared_prefix
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.values.states import last_token_before
 
-FEATURE_RULE = "cot-prompt + state as the reply; residual stream after decoder layer L at the state's last token"
+FEATURE_RULE = ("cot-prompt + state as the reply; residual stream after decoder layer L at the state's last token, "
+                "or at the answer's last token for a state that gives its answer")
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,11 @@ def load_head(path: Path, target_name: str | None = None, target_fingerprint: st
             f"not on this target {target_name!r} (weights {target_fingerprint}): train a head for this target "
             "with `seed-tot train value --target ...`, or use --value-mode logits."
         )
+    from seed_tot.values.features import FEATURE_RULE
+
+    if meta.get("feature_rule") != FEATURE_RULE:
+        raise ConfigError(f"The value head {path} reads the target's hidden states by another rule than this version "
+                          "of seed-tot: train it again with `seed-tot train value --no-collect --out NEW_FOLDER`.")
     return ValueHead(layer=int(meta["layer"]), mean=tensors["mean"].float(), scale=tensors["scale"].float(),
                      weight=tensors["weight"].float(), bias=float(meta["bias"]), meta=meta)
 

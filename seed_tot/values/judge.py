@@ -13,6 +13,7 @@ from seed_tot.runtime.runner import ModelRunner
 from seed_tot.task import Problem, Task
 from seed_tot.values.features import FeatureReader, Reading
 from seed_tot.values.head import ValueHead, load_head
+from seed_tot.values.states import answer_end
 
 PACKAGED_HEADS = Path(__file__).resolve().parent / "heads"
 
@@ -47,15 +48,19 @@ class LearnedJudge:
     def head_id(self) -> str:
         return self.head.head_id
 
-    def values(self, task: Task, problem: Problem, states: list[str]) -> list[float]:
-        """P(correct) of each state of `problem` (a state with no text gets the head's value of the prompt alone)."""
+    def values(self, task: Task, problem: Problem, states: list[str], answers: list[str | None] | None = None) -> list[float]:
+        """P(correct) of each state of `problem` (a state with no text gets the head's value of the prompt
+        alone). `answers[i]`: the answer state i gives, read there (None: a state without one)."""
         cot_prompt = task.cot_prompt
         if cot_prompt is None:
             raise ConfigError(f"Task {task.name!r} has no chain-of-thought prompt, which a learned judge reads "
                               "states against: use --value-mode logits or samples.")
         message = cot_prompt(problem)
         texts = [state.strip() or "." for state in states]
+        answers = answers or [None] * len(texts)
+        readings = [Reading(message, text, (answer_end(text, answer) or len(text),))
+                    for text, answer in zip(texts, answers, strict=True)]
         started = time.perf_counter()
-        features = self.reader.read([Reading(message, text, (len(text),)) for text in texts])
+        features = self.reader.read(readings)
         self.seconds += time.perf_counter() - started
         return [float(self.head.probability(f[:, 0])[0]) for f in features]

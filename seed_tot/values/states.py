@@ -3,9 +3,15 @@
 A chain of thought written as lines (steps, equations, sentences on their own lines) has one state
 per non-empty line: the text from its start to that line's end. The whole chain is the last state.
 A tree's state (its steps so far) is one such text; its last state is the state itself.
+
+A state that gives its answer is read at the answer rather than at its last token: the target's
+hidden state at the answer's own tokens says more about whether the answer is right than the
+closing words after it do (measured: docs/judge.md#where-the-judge-reads-a-chain).
 """
 
 from __future__ import annotations
+
+import re
 
 
 def state_ends(text: str) -> list[int]:
@@ -32,3 +38,27 @@ def last_token_before(offsets: list[tuple[int, int]], end: int) -> int:
     if index < 0:
         raise ValueError(f"no token starts before character {end}")
     return index
+
+
+def answer_end(text: str, answer: str | None) -> int | None:
+    """Character offset just after the last occurrence of `answer` in `text` (None without one); a number
+    also matches itself written with thousands separators."""
+    if not answer:
+        return None
+    at = text.rfind(answer)
+    if at >= 0:
+        return at + len(answer)
+    # a normalised number ("1200") written with thousands separators ("1,200")
+    loose = "".join(re.escape(c) + (",?" if c.isdigit() and n.isdigit() else "") for c, n in zip(answer, answer[1:] + " "))
+    matches = list(re.finditer(loose, text))
+    return matches[-1].end() if matches else None
+
+
+def reading_ends(text: str, answer: str | None) -> list[int]:
+    """Where the judge reads each state of `text`: its line ends, the last one moved to the end of
+    the answer when the text gives one (`answer`: the answer the text states, else None)."""
+    ends = state_ends(text)
+    end = answer_end(text, answer)
+    if ends and end is not None:
+        ends[-1] = end
+    return ends

@@ -17,7 +17,7 @@ from seed_tot.observe.comparison.folders import bundled_loader
 from seed_tot.observe.comparison.pools import chain_answer, pool_problems
 from seed_tot.records import write_json_atomically
 from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading
-from seed_tot.values.states import state_ends
+from seed_tot.values.states import reading_ends
 from seed_tot.values.training import StateTable
 
 SETTINGS_FILE = "features.json"
@@ -28,6 +28,7 @@ class Chain:
     index: int  # 0 greedy, then the samples
     text: str
     correct: bool
+    answer: str | None = None  # what it votes (None: cut off or rejected)
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def chains_of_pool(pool: Path, task_of, samples: int | None = None) -> list[Prob
         for index, result in enumerate(results, first):
             answer = chain_answer(entry.task, entry.problem, result, index)
             correct = answer is not None and entry.task.score(entry.problem, answer) == 1.0
-            chains.append(Chain(index, result.text.strip(), correct))
+            chains.append(Chain(index, result.text.strip(), correct, answer))
         items.append(ProblemChains(pid, entry.task.cot_prompt(entry.problem), tuple(chains)))
     return items
 
@@ -116,7 +117,7 @@ def extract(store: FeatureStore, reader: FeatureReader, items: list[ProblemChain
         readings, rows = [], []
         for item in group:
             for chain in item.chains:
-                ends = state_ends(chain.text)
+                ends = reading_ends(chain.text, chain.answer)
                 if not ends:  # an empty chain has no state
                     continue
                 readings.append(Reading(item.message, chain.text, tuple(ends)))
