@@ -88,12 +88,12 @@ def value_requests(task, formatter, problems, n: int, config: DecodeConfig) -> l
     return requests
 
 
-@dataclass
-
 def _draft_workers(label: str) -> bool:
     """The configuration's method runs its draft in worker processes (one cached executor per worker count)."""
     return method_named(CONFIGS[label][0]).draft_workers
 
+
+@dataclass
 class Measurement:
     label: str
     workload: str
