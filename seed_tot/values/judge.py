@@ -13,7 +13,7 @@ from seed_tot.runtime.runner import ModelRunner
 from seed_tot.task import Problem, Task
 from seed_tot.values.features import FeatureReader, Reading
 from seed_tot.values.head import ValueHead, load_head
-from seed_tot.values.states import answer_end
+from seed_tot.values.states import reading_ends
 
 PACKAGED_HEADS = Path(__file__).resolve().parent / "heads"
 
@@ -58,7 +58,7 @@ class LearnedJudge:
         message = cot_prompt(problem)
         texts = [state.strip() or "." for state in states]
         answers = answers or [None] * len(texts)
-        readings = [Reading(message, text, (answer_end(text, answer) or len(text),))
+        readings = [Reading(message, text, (reading_ends(text, answer)[-1],))
                     for text, answer in zip(texts, answers, strict=True)]
         started = time.perf_counter()
         features = self.reader.read(readings)
