@@ -81,3 +81,13 @@ def test_the_chain_budget_reaches_the_search_and_zero_is_refused():
     assert search_settings(config, get_task("gsm8k"))["cot_decode"].max_new_tokens == 64
     result = run("gsm8k", "--tiny", "--cot-max-new-tokens", "0", "--print-config")
     assert result.exit_code != 0 and "--cot-max-new-tokens must be at least 1" in result.stderr
+
+
+def test_the_api_prints_its_settings_without_the_key_and_reads_them_back(tmp_path):
+    first = printed("api", "--tiny", "--api-key", "secret", "--port", "8123", "--concurrency", "4")
+    assert (first["method"], first["concurrency"], first["port"]) == ("batched-lookup", 4, 8123)
+    assert first["search"] is None and "api_key" not in first and "secret" not in json.dumps(first)
+    path = tmp_path / "api.json"
+    path.write_text(json.dumps(first))
+    assert printed("api", "--config", str(path)) == first
+    assert printed("api", "--config", str(path), "--port", "9000")["port"] == 9000

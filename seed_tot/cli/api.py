@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
-from seed_tot.cli.options import decode_options, method_options, model_options, search_options
+from seed_tot.cli.options import config_options, decode_options, method_options, model_options, search_options
 from seed_tot.scheduling.methods import CONCURRENCY_DEFAULTS
 
 
@@ -45,27 +47,40 @@ def check_address(host: str, port: int) -> None:
                               "what uses it.") from None
 
 
+def printed_settings(config, server: dict, option_names: set[str]) -> dict:
+    """What --print-config shows (and --config reads back): the resolved run settings and the
+    server's own, under the options' names; the API key is never written out."""
+    values = {**config.model_dump(mode="json"), **server}
+    return {name: value for name, value in values.items()
+            if name in option_names and name not in ("api_key", "config_file", "print_config")}
+
+
 @click.command("api")
 @server_options
 @model_options
 @method_options
 @search_options
 @decode_options
+@config_options
 def api(host: str, port: int, api_key: str | None, concurrency: int | None, max_queue: int, batching: str, out_dir: str,
-        shutdown_timeout: float, **options) -> None:
+        shutdown_timeout: float, print_config: bool, **options) -> None:
     """Serve an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions, streaming)
     whose model ids name a task and a search, e.g. gsm8k/self-consistency, blocksworld/mcts. The
     search and decoding options set each model's defaults; a request's temperature, top_p, max_tokens,
     n and seed override them (docs/api_server.md)."""
     from seed_tot.cli.run_config import RunConfig
     from seed_tot.cli.api_server.server import serve
-    from seed_tot.cli.api_server.service import ApiService
+    from seed_tot.cli.api_server.service import ApiService, resolved_config
 
+    config = RunConfig(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
+                       resume=False, concurrency=concurrency, batching=batching)
+    if print_config:
+        server = {"host": host, "port": port, "max_queue": max_queue, "shutdown_timeout": shutdown_timeout}
+        option_names = {p.name for p in click.get_current_context().command.params}
+        return click.echo(json.dumps(printed_settings(resolved_config(config)[0], server, option_names), indent=2))
     check_address(host, port)
     if api_key is None and host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"warning: listening on {host} without --api-key: anyone who reaches this port can use it", err=True)
-    config = RunConfig(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
-                       resume=False, concurrency=concurrency, batching=batching)
     click.echo("loading models ...", err=True)
     service = ApiService(config, out_dir, max_queue=max_queue)
     click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.config.method}, concurrency "
