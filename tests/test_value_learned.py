@@ -109,6 +109,25 @@ def test_self_consistency_with_a_real_judge_rates_every_chain(tiny_pair, tmp_pat
         assert chains[0].value == pytest.approx(alone, abs=1e-5)
 
 
+def test_a_state_without_an_answer_is_rated_by_the_step_head(tiny_pair, tmp_path):
+    _, target = tiny_pair
+    path = _tiny_head(target, tmp_path / "h.safetensors")
+    chains_only = LearnedJudge.load(target, path)
+    head = LearnedJudge.load(target, path).head
+    hidden = head.weight.shape[0]
+    head.steps = ValueHead(layer=2, mean=torch.zeros(hidden), scale=torch.ones(hidden), weight=-head.weight, bias=0.3)
+    head.save(tmp_path / "with_steps.safetensors")
+    judge = LearnedJudge.load(target, tmp_path / "with_steps.safetensors")
+    task = Gsm8kTask()
+    problem = task.load()[0]
+    states = ["She has 3 apples.", "She has 3 apples.\nSo the answer is 7."]
+    values = judge.values(task, problem, states, [None, "7"])
+    expected = chains_only.values(task, problem, states, [None, "7"])
+    assert values[1] == pytest.approx(expected[1], abs=1e-6)  # the chain head, at the answer
+    plain = LearnedJudge(head.steps, target).values(task, problem, states[:1])
+    assert values[0] == pytest.approx(plain[0], abs=1e-6) and values[0] != pytest.approx(expected[0], abs=1e-3)
+
+
 def test_a_head_for_another_target_is_refused(tiny_pair, tmp_path):
     draft, target = tiny_pair
     path = _tiny_head(draft, tmp_path / "draft_head.safetensors")

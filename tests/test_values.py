@@ -17,6 +17,7 @@ from seed_tot.values.training import (
     fit_head,
     grouped_folds,
     judge_metrics,
+    choose_step_settings,
     out_of_fold,
     predict,
     within_problem_auroc,
@@ -151,6 +152,21 @@ def test_head_file_round_trip_and_target_check(tmp_path):
     assert not list(tmp_path.glob("*.partial"))
 
 
+def test_a_chain_head_keeps_its_step_head_through_the_file(tmp_path):
+    head = _head(head_id="chains")
+    head.steps = ValueHead(layer=3, mean=torch.ones(4), scale=torch.full((4,), 2.0), weight=-torch.arange(4).float(),
+                           bias=0.5, meta={"scope": "all"})
+    path = tmp_path / "head.safetensors"
+    head.save(path)
+    loaded = load_head(path)
+    x = torch.randn(5, 4)
+    assert loaded.layers == (1, 3) and loaded.for_state(gives_answer=True) is loaded
+    assert torch.allclose(loaded.for_state(gives_answer=False).probability(x), head.steps.probability(x))
+    assert "steps" not in loaded.meta and loaded.steps.meta["scope"] == "all"
+    plain = _head()
+    assert plain.layers == (1,) and plain.for_state(gives_answer=False) is plain
+
+
 def test_a_file_that_is_no_head_is_refused_in_one_sentence(tmp_path):
     bad = tmp_path / "x.safetensors"
     bad.write_bytes(b"not a safetensors file")
@@ -197,6 +213,27 @@ def test_final_scope_trains_on_whole_chains_only():
     table = _table()
     head = fit_head(table, 5, 0.1, "final")
     assert predict(head, table).shape == (len(table.labels),)
+
+
+def test_a_step_head_rates_the_states_before_a_chains_end():
+    table = _table()
+    head = fit_head(table, 5, 0.1, "final")
+    alone = predict(head, table)
+    head.steps = fit_head(table, 5, 1.0, "all")
+    both = predict(head, table)
+    assert torch.equal(both[table.final], alone[table.final])
+    assert torch.allclose(both[~table.final], predict(head.steps, table)[~table.final])
+    assert not torch.allclose(both[~table.final], alone[~table.final])
+
+
+def test_the_step_head_is_chosen_by_its_step_auroc_among_every_state_heads():
+    table = _table()
+    metrics = judge_metrics(out_of_fold(table, 5, 0.1, "all"), table)
+    assert metrics["step_auroc_within"] > 0.6 and metrics["step_problems_with_both"] > 0
+    grid = [{"layer": 5, "l2": 0.1, "scope": "all", "step_auroc_within": 0.6},
+            {"layer": 7, "l2": 1.0, "scope": "all", "step_auroc_within": 0.7},
+            {"layer": 7, "l2": 0.1, "scope": "final", "step_auroc_within": 0.9}]
+    assert choose_step_settings(grid) == {"layer": 7, "l2": 1.0, "scope": "all"}
 
 
 def test_grouped_folds_partition_the_problems():

@@ -263,7 +263,8 @@ def run_task(task_name: str, config: RunConfig) -> None:
 
         judge = LearnedJudge.load(loaded.target, config.value_model)
         extra_config["value_head"] = {"id": judge.head_id, "path": str(config.value_model or "packaged"),
-                                      "layer": judge.head.layer}
+                                      "layer": judge.head.layer,
+                                      "steps_layer": judge.head.steps.layer if judge.head.steps else None}
     interrupted = False
     search = search_cls(task, loaded.executor, formatter, search_config, judge=judge)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({config.method}, {config.search})", unit="problem",

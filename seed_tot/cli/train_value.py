@@ -6,7 +6,9 @@ Three resumable stages, each skipping what its folder already holds:
 2. features: the target's hidden state at the end of every line of every chain, at a few layers
    (OUT/features-<dtype>/);
 3. fit: layer, penalty and scope chosen by problem-grouped cross-validation, then one head fit on
-   every training problem (OUT/value_head.safetensors, OUT/fit_report.json).
+   every training problem (OUT/value_head.safetensors, OUT/fit_report.json); a head chosen to read
+   whole chains carries a step head for the states that give no answer yet, chosen the same way by
+   its step AUROC.
 """
 
 from __future__ import annotations
@@ -149,10 +151,14 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
                f"{best['scope']} states; {report['train']['problems']} problems, {report['train']['chains']} chains); "
                f"cross-validated chain AUROC within a problem {best['chain_auroc_within']}, "
                f"state AUROC within a problem {best['state_auroc_within']}")
+    if report["steps_head"]:
+        steps = report["steps_head"]
+        click.echo(f"step head (states that give no answer yet): layer {steps['layer']}, l2 {steps['l2']}; "
+                   f"cross-validated step AUROC within a problem {steps['step_auroc_within']}")
 
 
 def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_path: Path, seed: int) -> dict:
-    from seed_tot.values.training import choose_settings, fit_head
+    from seed_tot.values.training import choose_settings, choose_step_settings, fit_head
 
     chains = table.labels[table.final]
     if bool(chains.all()) or not bool(chains.any()):
@@ -167,7 +173,14 @@ def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_
             "cross_validated": {k: best[k] for k in ("chain_auroc_within", "state_auroc_within", "ece_states")},
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     head = fit_head(table, chosen["layer"], chosen["l2"], chosen["scope"], meta)
+    steps = None
+    if chosen["scope"] == "final":
+        step_choice = choose_step_settings(grid)
+        steps = next(r for r in grid if (r["layer"], r["l2"], r["scope"]) == tuple(step_choice.values()))
+        head.steps = fit_head(table, steps["layer"], steps["l2"], "all", {
+            "scope": "all", "l2": steps["l2"],
+            "cross_validated": {k: steps[k] for k in ("step_auroc_within", "state_auroc_within", "ece_states")}})
     head.save(out / "value_head.safetensors")
-    return {"head_id": head_id, "chosen": best, "grid": grid, "settings": settings,
+    return {"head_id": head_id, "chosen": best, "steps_head": steps, "grid": grid, "settings": settings,
             "train": {"problems": len(problem_ids), "chains": len(chains), "states": len(table.labels),
                       "data": str(data_path)}}

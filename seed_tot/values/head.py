@@ -5,6 +5,11 @@ A head is one small safetensors file: the standardisation, the weights and a JSO
 names the target (alias and weights fingerprint), the layer, the feature rule, the training
 problem ids and the settings and measurements of its fit. Loading it for another target is
 refused in one sentence.
+
+A head fit on whole chains may carry a second head for the states that give no answer yet (a
+tree's partial states: `steps`, fit on every state), because a chain head reads such a state at a
+position it never saw in training. Its tensors are stored under "steps." and its settings in the
+header's "steps" object.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from seed_tot.errors import ConfigError
 
 HEADER_KEY = "seed_tot_value_head"
 FORMAT_VERSION = 1
+TENSOR_NAMES = ("mean", "scale", "weight")
+STEPS_PREFIX = "steps."
 
 
 @dataclass
@@ -32,6 +39,7 @@ class ValueHead:
     weight: torch.Tensor  # (hidden,)
     bias: float
     meta: dict = field(default_factory=dict)
+    steps: ValueHead | None = None  # the head for states that give no answer, if this one reads only chains
 
     def probability(self, features: torch.Tensor) -> torch.Tensor:
         """P(correct) for features (N, hidden) of this head's layer."""
@@ -42,11 +50,26 @@ class ValueHead:
     def head_id(self) -> str:
         return str(self.meta.get("head_id", "unnamed"))
 
+    @property
+    def layers(self) -> tuple[int, ...]:
+        """The layers this head (and its step head) read."""
+        return tuple(sorted({self.layer} | ({self.steps.layer} if self.steps else set())))
+
+    def for_state(self, gives_answer: bool) -> ValueHead:
+        """The head that rates a state: this one, or its step head for a state without an answer."""
+        return self if gives_answer or self.steps is None else self.steps
+
+    def _tensors(self, prefix: str = "") -> dict[str, torch.Tensor]:
+        return {prefix + name: getattr(self, name).contiguous() for name in TENSOR_NAMES}
+
     def save(self, path: Path) -> None:
         """Written to a temporary file, then renamed: a stopped run never leaves half a head."""
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {**self.meta, "format": FORMAT_VERSION, "layer": self.layer, "bias": self.bias}
-        tensors = {"mean": self.mean.contiguous(), "scale": self.scale.contiguous(), "weight": self.weight.contiguous()}
+        tensors = self._tensors()
+        if self.steps is not None:
+            meta["steps"] = {**self.steps.meta, "layer": self.steps.layer, "bias": self.steps.bias}
+            tensors.update(self.steps._tensors(STEPS_PREFIX))
         partial = path.with_name(path.name + ".partial")
         save_file(tensors, str(partial), metadata={HEADER_KEY: json.dumps(meta)})
         os.replace(partial, path)
@@ -59,7 +82,10 @@ def load_head(path: Path, target_name: str | None = None, target_fingerprint: st
     try:
         with safe_open(str(path), framework="pt") as handle:
             meta = json.loads((handle.metadata() or {})[HEADER_KEY])
-            tensors = {name: handle.get_tensor(name) for name in ("mean", "scale", "weight")}
+            tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+            missing = [name for name in TENSOR_NAMES if name not in tensors]
+            if missing:
+                raise KeyError(missing[0])
     except (KeyError, ValueError, OSError, SafetensorError) as error:
         raise ConfigError(f"{path} is not a seed-tot value head ({type(error).__name__}): "
                           "give a file written by `seed-tot train value`.") from None
@@ -74,6 +100,15 @@ def load_head(path: Path, target_name: str | None = None, target_fingerprint: st
     if meta.get("feature_rule") != FEATURE_RULE:
         raise ConfigError(f"The value head {path} reads the target's hidden states by another rule than this version "
                           "of seed-tot: train it again with `seed-tot train value --no-collect --out NEW_FOLDER`.")
+    steps = meta.pop("steps", None)
+    head = _head(meta, tensors)
+    if steps is not None:
+        head.steps = _head(steps, {name[len(STEPS_PREFIX):]: t for name, t in tensors.items()
+                                   if name.startswith(STEPS_PREFIX)})
+    return head
+
+
+def _head(meta: dict, tensors: dict[str, torch.Tensor]) -> ValueHead:
     return ValueHead(layer=int(meta["layer"]), mean=tensors["mean"].float(), scale=tensors["scale"].float(),
                      weight=tensors["weight"].float(), bias=float(meta["bias"]), meta=meta)
 

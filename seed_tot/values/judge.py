@@ -27,7 +27,7 @@ def packaged_head(fingerprint: str) -> Path | None:
 class LearnedJudge:
     def __init__(self, head: ValueHead, target: ModelRunner) -> None:
         self.head = head
-        self.reader = FeatureReader(target, (head.layer,))
+        self.reader = FeatureReader(target, head.layers)
         self.seconds = 0.0
 
     @classmethod
@@ -50,7 +50,8 @@ class LearnedJudge:
 
     def values(self, task: Task, problem: Problem, states: list[str], answers: list[str | None] | None = None) -> list[float]:
         """P(correct) of each state of `problem` (a state with no text gets the head's value of the prompt
-        alone). `answers[i]`: the answer state i gives, read there (None: a state without one)."""
+        alone). `answers[i]`: the answer state i gives, read there (None: a state without one, rated by
+        the head's step head if it has one)."""
         cot_prompt = task.cot_prompt
         if cot_prompt is None:
             raise ConfigError(f"Task {task.name!r} has no chain-of-thought prompt, which a learned judge reads "
@@ -63,4 +64,6 @@ class LearnedJudge:
         started = time.perf_counter()
         features = self.reader.read(readings)
         self.seconds += time.perf_counter() - started
-        return [float(self.head.probability(f[:, 0])[0]) for f in features]
+        layers = self.head.layers
+        heads = [self.head.for_state(answer is not None) for answer in answers]
+        return [float(head.probability(f[:, layers.index(head.layer)])[0]) for head, f in zip(heads, features, strict=True)]

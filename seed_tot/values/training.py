@@ -4,7 +4,8 @@ Every state of a chain carries the chain's outcome (OVM: outcome supervision). F
 by problem, so no problem is scored by a head that saw it. What is measured:
 - chain AUROC within a problem: the whole chains (last states) of one problem, right against wrong,
   averaged over the problems that have both (what reranking a problem's chains needs);
-- state AUROC within a problem: every state, the same way;
+- state AUROC within a problem: every state, the same way; step AUROC: the states before a chain's
+  last one only (what a tree's partial states need);
 - pooled AUROCs, the Brier score and the expected calibration error (10 equal-width bins).
 """
 
@@ -58,7 +59,13 @@ def fit_head(table: StateTable, layer: int, l2: float, scope: str, meta: dict | 
 
 
 def predict(head: ValueHead, table: StateTable) -> torch.Tensor:
-    return head.probability(table.features[:, table.layers.index(head.layer)])
+    """Each state's probability: whole chains by `head`, the other states by its step head if it has one."""
+    probs = head.probability(table.features[:, table.layers.index(head.layer)])
+    steps = head.for_state(gives_answer=False)
+    if steps is not head:
+        partial = ~table.final
+        probs[partial] = steps.probability(table.features[partial][:, table.layers.index(steps.layer)])
+    return probs
 
 
 def grouped_folds(problem_ids: list[str], folds: int, seed: int) -> list[set[str]]:
@@ -113,12 +120,17 @@ def judge_metrics(probs: torch.Tensor, table: StateTable) -> dict:
     chain_problems = [p for p, f in zip(table.problems, final.tolist(), strict=True) if f]
     chain_within, chain_n = within_problem_auroc(chain_scores, chain_labels, chain_problems)
     state_within, state_n = within_problem_auroc(probs.tolist(), labels.tolist(), table.problems)
+    partial = (~final).tolist()
+    step_within, step_n = within_problem_auroc(
+        [v for v, k in zip(probs.tolist(), partial) if k], [v for v, k in zip(labels.tolist(), partial) if k],
+        [v for v, k in zip(table.problems, partial) if k])
     ece, bins = calibration(probs, labels)
     return {
         "chains": int(final.sum()), "states": len(labels), "problems": len(table.problem_ids()),
         "correct_share": round(float(labels[final].float().mean()), 4),
         "chain_auroc_within": _round(chain_within), "chain_problems_with_both": chain_n,
         "state_auroc_within": _round(state_within), "state_problems_with_both": state_n,
+        "step_auroc_within": _round(step_within), "step_problems_with_both": step_n,
         "chain_auroc_pooled": _round(auroc(chain_scores, chain_labels)),
         "state_auroc_pooled": _round(auroc(probs.tolist(), labels.tolist())),
         "brier_chains": round(float(((probs[final] - labels[final].float()) ** 2).mean()), 4),
@@ -142,3 +154,11 @@ def choose_settings(table: StateTable, l2s: tuple[float, ...], scopes: tuple[str
                 grid.append({"layer": layer, "l2": l2, "scope": scope, **judge_metrics(probs, table)})
     best = max(grid, key=lambda r: (r["chain_auroc_within"] or 0.0, r["state_auroc_within"] or 0.0))
     return {"layer": best["layer"], "l2": best["l2"], "scope": best["scope"]}, grid
+
+
+def choose_step_settings(grid: list[dict]) -> dict:
+    """The (layer, l2) of the every-state head with the best out-of-fold step AUROC within a problem:
+    the step head of a head chosen to read whole chains."""
+    rows = [r for r in grid if r["scope"] == "all"]
+    best = max(rows, key=lambda r: r["step_auroc_within"] or 0.0)
+    return {"layer": best["layer"], "l2": best["l2"], "scope": "all"}
