@@ -74,7 +74,7 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
     seconds = time.perf_counter() - started
     test = store.table()
     probs = predict(head, test)
-    found = {"pool": str(pool), "samples_per_problem": samples or "all", "head_id": head.head_id, "head": {k: head.meta[k] for k in ("layer", "scope", "l2")},
+    found = {"pool": str(pool), "samples_per_problem": samples or "all", "head_id": head.head_id, "head": head_settings(head),
              "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),
              "feature_seconds_this_run": round(seconds, 1), "feature_tokens_this_run": reader.tokens_read}
     # the reranking rules over the pool's sampled chains (indices 1..K), as scripts/rerank_pool.py does
@@ -93,15 +93,26 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
     order = sorted(train.problem_ids(), key=line_number)
     rows = []
     for n in [n for n in curve if n <= len(order)] + ([len(order)] if len(order) not in curve else []):
-        small = fit_head(train.of_problems(set(order[:n])), head.layer, head.meta["l2"], head.meta["scope"])
+        first = train.of_problems(set(order[:n]))
+        small = fit_head(first, head.layer, head.meta["l2"], head.meta["scope"])
+        if head.steps is not None:
+            small.steps = fit_head(first, head.steps.layer, head.steps.meta["l2"], "all")
         metrics = judge_metrics(predict(small, test), test)
         rows.append({"train_problems": n, **{k: metrics[k] for k in ("chain_auroc_within", "state_auroc_within",
-                                                                     "chain_auroc_pooled", "brier_chains", "ece_states")}})
+                                                                     "step_auroc_within", "chain_auroc_pooled",
+                                                                     "brier_chains", "ece_states")}})
     found["learning_curve"] = rows
     report.parent.mkdir(parents=True, exist_ok=True)
     report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
     report.with_suffix(".md").write_text(markdown(found, table) + "\n")
     click.echo(markdown(found, table))
+
+
+def head_settings(head) -> dict:
+    settings = {k: head.meta[k] for k in ("layer", "scope", "l2")}
+    if head.steps is not None:
+        settings["steps"] = {"layer": head.steps.layer, "l2": head.steps.meta["l2"]}
+    return settings
 
 
 def cheaper_than_voting(rated: dict, chains_by_problem: dict, against: int = 8, resamples: int = 10_000) -> list[str]:
@@ -131,21 +142,24 @@ def markdown(found: dict, table: list[str]) -> str:
     held = found["heldout"]
     lines = [f"# Learned judge {found['head_id']} on {found['pool']}", "",
              f"Head: layer {found['head']['layer']}, {found['head']['scope']} states, l2 {found['head']['l2']}, "
-             f"trained on {found['train_problems']} training problems.", "",
+             f"trained on {found['train_problems']} training problems."
+             + (f" Step head (states without an answer): layer {found['head']['steps']['layer']}, every state, "
+                f"l2 {found['head']['steps']['l2']}." if "steps" in found["head"] else ""), "",
              f"Held-out: {held['problems']} problems, {held['chains']} chains (greedy + samples), {held['states']} states; "
              f"{held['correct_share']:.1%} of chains correct.", "",
              "| measure | value |", "|---|---|"]
-    for key in ("chain_auroc_within", "chain_problems_with_both", "state_auroc_within", "chain_auroc_pooled",
-                "state_auroc_pooled", "brier_chains", "ece_states"):
-        lines.append(f"| {key.replace('_', ' ')} | {held[key]} |")
+    for key in ("chain_auroc_within", "chain_problems_with_both", "state_auroc_within", "step_auroc_within",
+                "step_problems_with_both", "chain_auroc_pooled", "state_auroc_pooled", "brier_chains", "ece_states"):
+        lines.append(f"| {key.replace('_', ' ')} | {held.get(key)} |")
     lines += ["", "Calibration (states): " + "; ".join(
         f"{b['range'][0]:.1f}-{b['range'][1]:.1f}: {b['predicted']:.2f} predicted, {b['observed']:.2f} observed ({b['count']})"
         for b in held["calibration_states"]), "", "## Reranking the sampled chains", ""] + table
     lines += ["", "## Learning curve (held-out, same layer / penalty / scope)", "",
-              "| training problems | chain AUROC within | state AUROC within | chain AUROC pooled | Brier (chains) | ECE (states) |",
-              "|---|---|---|---|---|---|"]
+              "| training problems | chain AUROC within | state AUROC within | step AUROC within | chain AUROC pooled | Brier (chains) | ECE (states) |",
+              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['train_problems']} | {r['chain_auroc_within']} | {r['state_auroc_within']} | "
-              f"{r['chain_auroc_pooled']} | {r['brier_chains']} | {r['ece_states']} |" for r in found["learning_curve"]]
+              f"{r.get('step_auroc_within')} | {r['chain_auroc_pooled']} | {r['brier_chains']} | {r['ece_states']} |"
+              for r in found["learning_curve"]]
     return "\n".join(lines)
 
 
