@@ -361,8 +361,32 @@ def test_the_default_models_answer_a_gsm8k_question(tmp_path):
         running.stop()
 
 
+def test_a_learned_judge_rates_every_chain_of_a_request(tmp_path):
+    from seed_tot.models.loading import load_model
+    from value_heads import tiny_value_head
+
+    head = tiny_value_head(load_model("tiny-target"), tmp_path / "head.safetensors")
+    service = ApiService(tiny_options(tmp_path, value_mode="learned", value_model=str(head), vote_weight="value"),
+                         tmp_path)
+    assert "gsm8k/self-consistency" in service.catalog
+    assert not any(m.startswith("creative-writing/") for m in service.catalog)  # no chain prompt to read states by
+    running = ServerThread(service).start()
+    try:
+        client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        reply = client.chat.completions.create(model="gsm8k/self-consistency", seed=3, messages=[
+            {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many apples does he have?"}])
+        trace = trace_of(running, reply.model_extra["seed_tot"]["trace_id"])
+    finally:
+        running.stop()
+    assert trace["config"]["value_head"]["id"] == "tiny-head"
+    assert trace["config"]["search"]["value_mode"] == "learned"
+    rated = [n for n in trace["nodes"][1:] if n["value"] is not None]
+    assert rated and all(0.0 < n["value"] < 1.0 for n in rated)
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--port", "0"], "--port must be between 1 and 65535"),
+    (["--value-model", "head.safetensors"], "--value-model applies to --value-mode learned"),
     (["--search", "bfs"], "each model id names its search"),
     (["--concurrency", "0"], "--concurrency must be at least 1"),
 ])

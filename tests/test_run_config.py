@@ -91,3 +91,8 @@ def test_the_api_prints_its_settings_without_the_key_and_reads_them_back(tmp_pat
     path.write_text(json.dumps(first))
     assert printed("api", "--config", str(path)) == first
     assert printed("api", "--config", str(path), "--port", "9000")["port"] == 9000
+
+
+def test_a_learned_judge_on_a_task_without_a_chain_prompt_is_refused_before_loading():
+    result = run("creative-writing", "--tiny", "--value-mode", "learned", "--print-config")
+    assert result.exit_code != 0 and "has no chain-of-thought prompt" in result.stderr

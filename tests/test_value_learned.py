@@ -10,6 +10,7 @@ import pytest
 import torch
 from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, PROBLEM, TOKENIZER, idea_reply, make_task, tiny_config
+from value_heads import tiny_value_head
 
 from seed_tot.errors import ConfigError
 from seed_tot.models.fingerprint import weights_fingerprint
@@ -76,18 +77,9 @@ def test_value_weighted_vote_sums_values_where_the_plain_vote_counts_nodes():
     assert select_answer(task, problem, tree, 1, vote=True, weight="value").answer == "7"
 
 
-def _tiny_head(target, path: Path) -> Path:
-    hidden = target.model.config.hidden_size
-    weight = torch.randn(hidden, generator=torch.Generator().manual_seed(0)) * 0.05
-    ValueHead(layer=1, mean=torch.zeros(hidden), scale=torch.ones(hidden), weight=weight, bias=0.0,
-              meta={"target": target.name, "target_fingerprint": weights_fingerprint(target.model),
-                    "head_id": "tiny-head", "feature_rule": FEATURE_RULE}).save(path)
-    return path
-
-
 def test_self_consistency_with_a_real_judge_rates_every_chain(tiny_pair, tmp_path):
     _, target = tiny_pair
-    judge = LearnedJudge.load(target, _tiny_head(target, tmp_path / "h.safetensors"))
+    judge = LearnedJudge.load(target, tiny_value_head(target, tmp_path / "h.safetensors"))
     task = Gsm8kTask()
     problem = task.load()[0]
     config = search_class("self-consistency").config_class(
@@ -111,7 +103,7 @@ def test_self_consistency_with_a_real_judge_rates_every_chain(tiny_pair, tmp_pat
 
 def test_a_state_without_an_answer_is_rated_by_the_step_head(tiny_pair, tmp_path):
     _, target = tiny_pair
-    path = _tiny_head(target, tmp_path / "h.safetensors")
+    path = tiny_value_head(target, tmp_path / "h.safetensors")
     chains_only = LearnedJudge.load(target, path)
     head = LearnedJudge.load(target, path).head
     hidden = head.weight.shape[0]
@@ -130,7 +122,7 @@ def test_a_state_without_an_answer_is_rated_by_the_step_head(tiny_pair, tmp_path
 
 def test_a_head_for_another_target_is_refused(tiny_pair, tmp_path):
     draft, target = tiny_pair
-    path = _tiny_head(draft, tmp_path / "draft_head.safetensors")
+    path = tiny_value_head(draft, tmp_path / "draft_head.safetensors")
     with pytest.raises(ConfigError, match="not on this target 'tiny-target'"):
         LearnedJudge.load(target, path)
 
@@ -152,7 +144,7 @@ def test_cli_refusals_come_before_any_model_loads(tmp_path):
 def test_cli_run_with_a_learned_judge_records_the_head_and_the_values(tmp_path):
     from seed_tot.models.loading import load_model
 
-    head = _tiny_head(load_model("tiny-target"), tmp_path / "h.safetensors")
+    head = tiny_value_head(load_model("tiny-target"), tmp_path / "h.safetensors")
     out = tmp_path / "run"
     proc = seed_tot("gsm8k", "--tiny", "--limit", "1", "--cot-samples", "2", "--value-mode", "learned",
                     "--value-model", str(head), "--vote-weight", "value", "--out", str(out))

@@ -138,6 +138,16 @@ def with_task_defaults(config: RunConfig, task) -> RunConfig:
                                      "value_mode": config.value_mode or value_mode})
 
 
+def check_learned_judge(config: RunConfig) -> None:
+    """--value-mode learned needs the target's hidden states in this process; --value-model needs it."""
+    if config.value_mode == "learned" and (not config.method_info.learned_values or config.on_ray):
+        raise ConfigError(f"--value-mode learned reads the target's hidden states in this process, which --method "
+                          f"{config.method}{' with --ray' if config.on_ray else ''} does not hold: use an "
+                          "in-process method such as batched-lookup, or --value-mode logits.")
+    if config.value_model is not None and config.value_mode != "learned":
+        raise ConfigError("--value-model applies to --value-mode learned: add it, or drop --value-model.")
+
+
 def check_config(config: RunConfig, task) -> dict:
     """Refuse, in one sentence, settings of a resolved config that cannot run together; return the
     method's settings for make_executor."""
@@ -152,12 +162,11 @@ def check_config(config: RunConfig, task) -> dict:
             raise ConfigError(f"Task {task.name} has no verdict words to read from logits: use --value-mode samples.")
         if not method.can_score:
             raise ConfigError(_cannot_score(config.method, "--value-mode samples"))
-    if config.value_mode == "learned" and (not method.learned_values or config.on_ray):
-        raise ConfigError(f"--value-mode learned reads the target's hidden states in this process, which --method "
-                          f"{config.method}{' with --ray' if config.on_ray else ''} does not hold: use an "
-                          "in-process method such as batched-lookup, or --value-mode logits.")
-    if config.value_model is not None and config.value_mode != "learned":
-        raise ConfigError("--value-model applies to --value-mode learned: add it, or drop --value-model.")
+    check_learned_judge(config)
+    if config.value_mode == "learned":
+        from seed_tot.values.judge import require_chain_prompt
+
+        require_chain_prompt(task)
     if config.thought_mode == "choose" and not method.can_score:
         raise ConfigError(_cannot_score(config.method, "--thought-mode sample"))
     return settings

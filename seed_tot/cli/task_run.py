@@ -259,12 +259,10 @@ def run_task(task_name: str, config: RunConfig) -> None:
         verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
     judge = None
     if config.value_mode == "learned":
-        from seed_tot.values.judge import LearnedJudge
+        from seed_tot.values.judge import LearnedJudge, judge_record
 
         judge = LearnedJudge.load(loaded.target, config.value_model)
-        extra_config["value_head"] = {"id": judge.head_id, "path": str(config.value_model or "packaged"),
-                                      "layer": judge.head.layer,
-                                      "steps_layer": judge.head.steps.layer if judge.head.steps else None}
+        extra_config["value_head"] = judge_record(judge, config.value_model)
     interrupted = False
     search = search_cls(task, loaded.executor, formatter, search_config, judge=judge)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({config.method}, {config.search})", unit="problem",

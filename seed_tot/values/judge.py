@@ -24,6 +24,13 @@ def packaged_head(fingerprint: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def require_chain_prompt(task: Task) -> None:
+    """A learned judge reads states against the task's chain-of-thought prompt."""
+    if task.cot_prompt is None:
+        raise ConfigError(f"Task {task.name!r} has no chain-of-thought prompt, which a learned judge reads "
+                          "states against: use --value-mode logits or samples.")
+
+
 class LearnedJudge:
     def __init__(self, head: ValueHead, target: ModelRunner) -> None:
         self.head = head
@@ -52,11 +59,8 @@ class LearnedJudge:
         """P(correct) of each state of `problem` (a state with no text gets the head's value of the prompt
         alone). `answers[i]`: the answer state i gives, read there (None: a state without one, rated by
         the head's step head if it has one)."""
-        cot_prompt = task.cot_prompt
-        if cot_prompt is None:
-            raise ConfigError(f"Task {task.name!r} has no chain-of-thought prompt, which a learned judge reads "
-                              "states against: use --value-mode logits or samples.")
-        message = cot_prompt(problem)
+        require_chain_prompt(task)
+        message = task.cot_prompt(problem)
         texts = [state.strip() or "." for state in states]
         answers = answers or [None] * len(texts)
         readings = [Reading(message, text, (reading_ends(text, answer)[-1],))
@@ -67,3 +71,10 @@ class LearnedJudge:
         layers = self.head.layers
         heads = [self.head.for_state(answer is not None) for answer in answers]
         return [float(head.probability(f[:, layers.index(head.layer)])[0]) for head, f in zip(heads, features, strict=True)]
+
+
+def judge_record(judge: LearnedJudge, path: str | None) -> dict:
+    """What a trace records of the judge a run used."""
+    steps = judge.head.steps
+    return {"id": judge.head_id, "path": str(path or "packaged"), "layer": judge.head.layer,
+            "steps_layer": steps.layer if steps else None}

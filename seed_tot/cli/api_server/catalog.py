@@ -30,6 +30,7 @@ def build_catalog(config) -> dict[str, ModelEntry]:
     """Every (task, search) pair whose config the server's settings build and the search accepts.
     `config`: the server's RunConfig (search and mode fields None: each task's defaults)."""
     from seed_tot.cli.run_config import search_settings, with_task_defaults
+    from seed_tot.values.judge import require_chain_prompt
     from seed_tot_tasks import TASK_NAMES, get_task
 
     entries: dict[str, ModelEntry] = {}
@@ -41,6 +42,8 @@ def build_catalog(config) -> dict[str, ModelEntry]:
             try:
                 settings = cls.config_class(**search_settings(search_config, task))
                 cls.check(task, settings)
+                if settings.value_mode == "learned":
+                    require_chain_prompt(task)
             except (ConfigError, ValueError):
                 continue
             model_id = f"{CLI_TASK_NAMES.get(task_name, task_name)}/{search_name}"

@@ -32,14 +32,13 @@ class Finished:
 def resolved_config(config):
     """The server's RunConfig with the method and the default concurrency resolved, checked before
     any model loads (as a task run checks its own); each model id takes its task's own defaults."""
-    from seed_tot.cli.run_config import check_numbers, executor_settings, resolve_config
+    from seed_tot.cli.run_config import check_learned_judge, check_numbers, executor_settings, resolve_config
 
     if config.search is not None:
         raise ConfigError("--search does not apply to the API: each model id names its search, e.g. gsm8k/bfs.")
-    if config.value_mode == "learned":
-        raise ConfigError("The API server does not serve --value-mode learned: use logits, samples or constant.")
     config = resolve_config(config)
     check_numbers(config)
+    check_learned_judge(config)
     return config, executor_settings(config)
 
 
@@ -64,6 +63,12 @@ class ApiService:
         loaded = load_executor(self.config, method_settings)
         self.executor, self.tokenizer, self.models = loaded.executor, loaded.tokenizer, loaded.models
         self.extra_config = {**loaded.trace_config, "server": "seed-tot api", "run": self.config.recorded()}
+        self.judge = None
+        if self.config.value_mode == "learned":
+            from seed_tot.values.judge import LearnedJudge, judge_record
+
+            self.judge = LearnedJudge.load(loaded.target, self.config.value_model)
+            self.extra_config["value_head"] = judge_record(self.judge, self.config.value_model)
         self.driver = TreeDriver(self.executor, self.config.concurrency, finish=self._finish,
                                  continuous=self.config.batching == "continuous", max_queue=max_queue)
 
@@ -76,7 +81,7 @@ class ApiService:
         task = get_task(entry.task_name)
         if config.depth is not None and task.depth is not None:
             task.depth = config.depth  # GSM8K asks its closing question on the last level
-        search = entry.search_cls(task, None, PromptFormatter(self.tokenizer), config)
+        search = entry.search_cls(task, None, PromptFormatter(self.tokenizer), config, judge=self.judge)
         trace_id = f"{problem.id}-{uuid.uuid4().hex[:12]}"
         return Job(job_id=trace_id, search=search, problem=problem, on_done=on_done, on_progress=on_progress)
 
