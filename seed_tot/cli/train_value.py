@@ -157,6 +157,12 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
                    f"cross-validated step AUROC within a problem {steps['step_auroc_within']}")
 
 
+def grid_row(grid: list[dict], setting: dict) -> dict:
+    """The cross-validation row of a (layer, l2, scope) setting."""
+    key = ("layer", "l2", "scope")
+    return next(r for r in grid if all(r[k] == setting[k] for k in key))
+
+
 def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_path: Path, seed: int) -> dict:
     from seed_tot.values.training import choose_settings, choose_step_settings, fit_head
 
@@ -167,7 +173,7 @@ def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_
                           "more (or harder / easier) problems.")
     chosen, grid = choose_settings(table, L2_GRID, seed=seed)
     head_id = f"{settings['target']}-L{chosen['layer']}-{len(problem_ids)}p-{settings['target_fingerprint'][:8]}"
-    best = next(r for r in grid if (r["layer"], r["l2"], r["scope"]) == (chosen["layer"], chosen["l2"], chosen["scope"]))
+    best = grid_row(grid, chosen)
     meta = {**settings, "head_id": head_id, "scope": chosen["scope"], "l2": chosen["l2"],
             "train_data": str(data_path), "train_problem_ids": problem_ids,
             "cross_validated": {k: best[k] for k in ("chain_auroc_within", "state_auroc_within", "ece_states")},
@@ -175,8 +181,7 @@ def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_
     head = fit_head(table, chosen["layer"], chosen["l2"], chosen["scope"], meta)
     steps = None
     if chosen["scope"] == "final":
-        step_choice = choose_step_settings(grid)
-        steps = next(r for r in grid if (r["layer"], r["l2"], r["scope"]) == tuple(step_choice.values()))
+        steps = grid_row(grid, choose_step_settings(grid))
         head.steps = fit_head(table, steps["layer"], steps["l2"], "all", {
             "scope": "all", "l2": steps["l2"],
             "cross_validated": {k: steps[k] for k in ("step_auroc_within", "state_auroc_within", "ece_states")}})

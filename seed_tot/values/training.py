@@ -120,10 +120,8 @@ def judge_metrics(probs: torch.Tensor, table: StateTable) -> dict:
     chain_problems = [p for p, f in zip(table.problems, final.tolist(), strict=True) if f]
     chain_within, chain_n = within_problem_auroc(chain_scores, chain_labels, chain_problems)
     state_within, state_n = within_problem_auroc(probs.tolist(), labels.tolist(), table.problems)
-    partial = (~final).tolist()
-    step_within, step_n = within_problem_auroc(
-        [v for v, k in zip(probs.tolist(), partial) if k], [v for v, k in zip(labels.tolist(), partial) if k],
-        [v for v, k in zip(table.problems, partial) if k])
+    step_problems = [p for p, f in zip(table.problems, final.tolist(), strict=True) if not f]
+    step_within, step_n = within_problem_auroc(probs[~final].tolist(), labels[~final].tolist(), step_problems)
     ece, bins = calibration(probs, labels)
     return {
         "chains": int(final.sum()), "states": len(labels), "problems": len(table.problem_ids()),
