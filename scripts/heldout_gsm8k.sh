@@ -20,6 +20,9 @@
 #   beam    the tree's settings with breadth 2 (the 2 best states kept per level); not in the default list
 #   mcts    MCTS (10 iterations, logit State Evaluator, one vote per path, 4 sampled chains); not in the
 #           default list: about 4x the tokens of the BFS tree
+#   tree-learned  the tree's settings with the packaged learned judge (--value-mode learned): states
+#           ranked by the step head, the final vote weighted by each chain's value; not in the default list
+#   beam-learned  the same with breadth 2; not in the default list
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
@@ -70,7 +73,9 @@ stage() {
         bon) tree_run best-of-8-logits --search best-of-n --thoughts 8 --value-mode logits --cot-samples 0 ;;
         beam) tree_run tree-bfs-b2-logits-path --search bfs --no-backtrack --breadth 2 --value-mode logits --vote-weight path ;;
         mcts) tree_run mcts-logits-path --search mcts --value-mode logits --vote-weight path ;;
-        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon, beam or mcts" >&2; exit 2 ;;
+        tree-learned) tree_run tree-bfs-learned-value --search bfs --no-backtrack --value-mode learned --vote-weight value ;;
+        beam-learned) tree_run tree-bfs-b2-learned-value --search bfs --no-backtrack --breadth 2 --value-mode learned --vote-weight value ;;
+        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon, beam, mcts, tree-learned or beam-learned" >&2; exit 2 ;;
     esac
 }
 

@@ -52,6 +52,9 @@ def test_seed_searches_many_problems_in_one_session_with_method_options(tmp_path
     assert sorted(r["problem_id"] for r in records) == ["gsm8k-1", "gsm8k-2", "gsm8k-3"]
     run = json.loads((out / "runs.jsonl").read_text())
     assert run["method_options"] == ["batched_verify=true", "share_prefix=true"] and run["batching"] == "continuous"
+    # the draft workers' memory is reported beside this process's: a SEED run holds a draft per worker
+    assert len(run["peak_rss_workers_mib"]) == 2 and all(peak > 0 for peak in run["peak_rss_workers_mib"])
+    assert "in 2 draft worker processes" in proc.stdout
     trace = load_trace(records[0]["trace_path"])
     assert any(batch.events for batch in trace.batches)  # SEED's scheduler events reach the trace
 

@@ -10,8 +10,8 @@ from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.scheduling.memory import (
-    GIB, MIB, RUNTIME_RESERVE, check_before_loading, kv_bytes_per_token, model_weight_bytes, parse_size, plan_memory,
-    stored_weight_bytes,
+    GIB, MIB, RUNTIME_RESERVE, WORKER_RESERVE, ModelLoad, check_before_loading, kv_bytes_per_token, model_weight_bytes,
+    parse_size, plan_memory, stored_weight_bytes,
 )
 from seed_tot.scheduling.session import admitted, drain, held_tokens
 
@@ -53,8 +53,35 @@ def test_a_saved_model_is_sized_from_its_file_headers_and_refused_before_loading
     loaded = model_weight_bytes(target.model)
     assert stored_weight_bytes(tmp_path, 4) == pytest.approx(loaded, rel=0.01)
     with pytest.raises(ConfigError, match="cannot hold this run"):
-        check_before_loading(RUNTIME_RESERVE, str(tmp_path), 4)
-    check_before_loading(2 * GIB, str(tmp_path), 4)  # fits: no error
+        check_before_loading(RUNTIME_RESERVE, [ModelLoad(str(tmp_path), 4)])
+    check_before_loading(2 * GIB, [ModelLoad(str(tmp_path), 4)])  # fits: no error
+
+
+def test_every_process_that_loads_a_draft_counts_before_loading(tiny_pair, tmp_path):
+    draft, target = tiny_pair
+    target.model.save_pretrained(tmp_path / "target")
+    draft.model.save_pretrained(tmp_path / "draft")
+    one_row = 2048 * sum(kv_bytes_per_token(r.model.config.to_dict(), 4) for r in (draft, target))
+    weights = stored_weight_bytes(tmp_path / "target", 4) + 3 * stored_weight_bytes(tmp_path / "draft", 4)
+    least = RUNTIME_RESERVE + weights + 3 * WORKER_RESERVE + one_row / 0.8
+    loads = [ModelLoad(str(tmp_path / "target"), 4), ModelLoad(str(tmp_path / "draft"), 4, copies=3)]
+    check_before_loading(int(least) + MIB, loads, extra_processes=3)
+    with pytest.raises(ConfigError, match="cannot hold this run"):
+        check_before_loading(int(least) - MIB, loads, extra_processes=3)
+    check_before_loading(int(least) - MIB, loads[:1])  # the target alone fits
+
+
+def test_a_method_with_draft_workers_loads_no_draft_in_this_process():
+    from seed_tot.distributed.spec import ExecutorSpec, model_names
+    from seed_tot.scheduling.worker import NamedDraft
+
+    target, draft = ExecutorSpec(method="seed", target="tiny-target", draft="tiny-draft", dtype="float32",
+                                 device="cpu").load_models()
+    assert draft == NamedDraft("tiny-draft", dtype="float32", device="cpu")
+    assert model_names(target, draft) == {"target": "tiny-target", "draft": "tiny-draft", "draft_dtype": "float32"}
+    _, loaded = ExecutorSpec(method="batched-sd", target="tiny-target", draft="tiny-draft", dtype="float32",
+                             device="cpu").load_models()
+    assert loaded.model is not None  # a draft used in this process is loaded here
 
 
 def _requests(prompts: list[list[int]], new_tokens: int, temperature: float) -> list[GenerationRequest]:

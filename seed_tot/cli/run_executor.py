@@ -79,13 +79,30 @@ def memory_budget(config: RunConfig) -> int:
     return parse_size(config.max_memory) if config.max_memory is not None else default_budget()
 
 
-def check_memory_before_loading(config: RunConfig) -> None:
-    """Refuse a budget too small for the target's weights and one row, before anything loads."""
-    from seed_tot.models.loading import dtype_name, resolve_device, resolve_dtype
-    from seed_tot.scheduling.memory import DTYPE_BYTES, check_before_loading
+def check_memory_before_loading(config: RunConfig, settings: dict) -> None:
+    """Refuse a budget too small for the models' weights (a SEED run's draft once per worker), one
+    row and the processes' runtime, before anything loads. `settings`: the method's settings."""
+    from seed_tot.scheduling.memory import check_before_loading
 
-    dtype = resolve_dtype(config.dtype, resolve_device(config.device), config.target_name)
-    check_before_loading(memory_budget(config), config.target_name, DTYPE_BYTES[dtype_name(dtype)])
+    workers = settings.get("num_workers", 0) if config.method_info.draft_workers else 0
+    check_before_loading(memory_budget(config), models_to_load(config, workers), extra_processes=workers)
+
+
+def models_to_load(config: RunConfig, draft_workers: int = 0) -> list:
+    """The run's target, and its draft: once, or once per draft worker process where the method
+    drafts in `draft_workers` processes (the parent then loads no draft)."""
+    from seed_tot.models.loading import dtype_name, resolve_device, resolve_draft_dtype, resolve_dtype
+    from seed_tot.scheduling.memory import DTYPE_BYTES, ModelLoad
+
+    device = resolve_device(config.device)
+    dtype = resolve_dtype(config.dtype, device, config.target_name)
+    loads = [ModelLoad(config.target_name, DTYPE_BYTES[dtype_name(dtype)])]
+    method = config.method_info
+    if method.needs_draft:
+        draft_dtype = resolve_draft_dtype(config.draft_dtype, dtype, device)
+        copies = draft_workers if method.draft_workers else 1
+        loads.append(ModelLoad(config.draft_name, DTYPE_BYTES[dtype_name(draft_dtype)], copies))
+    return loads
 
 
 def within_memory_budget(config: RunConfig, target, draft, settings: dict) -> tuple[dict | None, dict]:

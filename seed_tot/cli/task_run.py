@@ -112,10 +112,11 @@ def print_summary(out: Path) -> None:
 def print_run_totals(
     out: Path, todo_done: int, seconds: float, config: RunConfig, dtype: str, work: dict | None = None,
     packed_layers: int = 0, data_file: dict | None = None, extra_totals: dict | None = None, memory: dict | None = None,
+    worker_peaks_mib: list[float] | None = None,
 ) -> None:
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
-    per-problem seconds above overlap, so the run's own clock is the throughput to compare);
-    appended to OUT/runs.jsonl."""
+    per-problem seconds above overlap, so the run's own clock is the throughput to compare), with
+    the draft worker processes' peaks where the method has them; appended to OUT/runs.jsonl."""
     from seed_tot.records import peak_rss_mib
 
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
@@ -126,6 +127,7 @@ def print_run_totals(
         "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()),
+        **({"peak_rss_workers_mib": worker_peaks_mib} if worker_peaks_mib else {}),
         **({"memory": memory} if memory else {}),
         **({"data_file": data_file} if data_file else {}),
         **({"session_work": work} if work else {}),
@@ -133,6 +135,8 @@ def print_run_totals(
     }
     click.echo(f"speed: {totals['tokens_per_second']} tokens/s over the run ({tokens} tokens, {todo_done} problems "
                f"in {seconds:.1f} s of wall time), peak RSS {totals['peak_rss_mib']} MiB"
+               + (f" + {sum(worker_peaks_mib):.0f} MiB in {len(worker_peaks_mib)} draft worker processes"
+                  if worker_peaks_mib else "")
                + (f" of a {memory['budget_bytes'] // 2**20} MiB budget" if memory else ""))
     append_json_lines(out / "runs.jsonl", [totals])
 
@@ -204,7 +208,7 @@ def plan_run(task_name: str, config: RunConfig) -> RunPlan:
 
     config, task, search_cls, search_config, method_settings = set_up_run(task_name, config)
     if config.method_info.in_process:
-        check_memory_before_loading(config)
+        check_memory_before_loading(config, method_settings)
     if config.depth is not None and task.depth is not None:
         task.depth = config.depth  # GSM8K asks its closing question on the last level
     ids = tuple(i.strip() for i in config.ids.split(",") if i.strip()) if config.ids else ()
@@ -288,6 +292,7 @@ def run_task(task_name: str, config: RunConfig) -> None:
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, config=config,
                      dtype=dtype, work=work.as_dict() if work is not None else None,
-                     packed_layers=loaded.packed_layers, data_file=data_file, memory=loaded.memory)
+                     packed_layers=loaded.packed_layers, data_file=data_file, memory=loaded.memory,
+                     worker_peaks_mib=getattr(executor, "worker_peak_rss_mib", None))
     if interrupted:
         sys.exit(130)

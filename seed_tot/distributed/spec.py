@@ -11,6 +11,7 @@ import torch
 from seed_tot.models.loading import dtype_name
 from seed_tot.requests import Executor
 from seed_tot.runtime.runner import ModelRunner
+from seed_tot.scheduling.worker import NamedDraft
 
 
 @dataclass(frozen=True)
@@ -26,18 +27,24 @@ class ExecutorSpec:
     threads: int | None = None  # torch threads; None leaves torch's default
     options: dict[str, Any] = field(default_factory=dict)
 
-    def load_models(self) -> tuple[ModelRunner, ModelRunner | None]:
-        """The target, and the draft when the method needs one (same tokenizer checked)."""
-        from seed_tot.models.loading import check_pair, load_draft, load_model
+    def load_models(self) -> tuple[ModelRunner, ModelRunner | NamedDraft | None]:
+        """The target, and the draft when the method needs one (same tokenizer checked). A method
+        whose draft runs in worker processes gets the draft by name: each worker loads its own copy,
+        and one more in this process would only hold memory (the executor checks the tokenizers)."""
+        from seed_tot.models.loading import check_pair, load_draft, load_model, resolve_draft_dtype
         from seed_tot.scheduling.methods import method_named
 
         if self.threads:
             torch.set_num_threads(self.threads)
         target = load_model(self.target, dtype=self.dtype, device=self.device)
-        draft = None
-        if method_named(self.method).needs_draft:
-            draft = load_draft(self.draft, target, self.draft_dtype)
-            check_pair(draft, target)
+        method = method_named(self.method)
+        if not method.needs_draft:
+            return target, None
+        if method.draft_workers:
+            dtype = resolve_draft_dtype(self.draft_dtype, target.dtype, target.device)
+            return target, NamedDraft(self.draft, dtype=dtype_name(dtype), device=str(target.device))
+        draft = load_draft(self.draft, target, self.draft_dtype)
+        check_pair(draft, target)
         return target, draft
 
     def build(self) -> tuple[Executor, ModelRunner, ModelRunner | None]:
@@ -48,11 +55,12 @@ class ExecutorSpec:
         return make_executor(self.method, target, draft, **self.options), target, draft
 
 
-def model_names(target: ModelRunner, draft: ModelRunner | None) -> dict[str, str]:
+def model_names(target: ModelRunner, draft: ModelRunner | NamedDraft | None) -> dict[str, str]:
     """The models a trace records: names, and the draft's dtype when there is a draft."""
     models = {"target": target.name}
     if draft is not None:
-        models.update(draft=draft.name, draft_dtype=dtype_name(draft.dtype))
+        draft_dtype = draft.dtype if isinstance(draft, NamedDraft) else dtype_name(draft.dtype)
+        models.update(draft=draft.name, draft_dtype=draft_dtype)
     return models
 
 

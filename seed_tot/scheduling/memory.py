@@ -21,6 +21,7 @@ from seed_tot.errors import ConfigError
 GIB = 2**30
 MIB = 2**20
 RUNTIME_RESERVE = 1 * GIB  # interpreter + torch + tokenizer + one wide forward's activations (measured ~0.7-0.9 GiB)
+WORKER_RESERVE = GIB // 2  # a draft worker process: interpreter + torch (measured 0.37 GiB) + one row's forward
 PREFIX_CACHE_SHARE = 0.2  # at most this share of what the weights leave goes to the prefix cache
 KV_SHARE = 0.8  # of the rest, the rows' KV; the remainder absorbs the forward's transient tensors
 ONE_ROW_TOKENS = 2048  # a row the run must be able to hold: a long prompt and its chain of thought
@@ -129,16 +130,32 @@ def saved_config(model_dir: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def check_before_loading(budget: int, model_name: str, dtype_bytes: int) -> None:
-    """Refuse, before a model loads, a budget that cannot hold its weights and one row (a model
-    whose files say nothing of its size is checked after loading instead)."""
+@dataclass(frozen=True)
+class ModelLoad:
+    """A model a run loads before it starts: by name, at `dtype_bytes` per value, in `copies`
+    processes (a SEED run's draft is loaded once by each draft worker)."""
+
+    name: str
+    dtype_bytes: int
+    copies: int = 1
+
+
+def check_before_loading(budget: int, loads: list[ModelLoad], extra_processes: int = 0) -> None:
+    """Refuse, before any model loads, a budget that cannot hold the runs' weights (every copy),
+    one row of each model and a runtime per process; a model whose files say nothing of its size
+    is checked after loading instead. `extra_processes`: processes beside this one (draft workers)."""
     from seed_tot.models.loading import local_model_dir
 
-    model_dir = local_model_dir(model_name)
-    config = saved_config(model_dir) if model_dir is not None else None
-    weights = stored_weight_bytes(model_dir, dtype_bytes) if model_dir is not None else None
-    if config is not None and weights is not None:
-        plan_memory(budget, weights, kv_bytes_per_token(config, dtype_bytes), 0)
+    weights, per_token = 0, 0
+    for load in loads:
+        model_dir = local_model_dir(load.name)
+        config = saved_config(model_dir) if model_dir is not None else None
+        size = stored_weight_bytes(model_dir, load.dtype_bytes) if model_dir is not None else None
+        if config is None or size is None:
+            return
+        weights += size * load.copies
+        per_token += kv_bytes_per_token(config, load.dtype_bytes)
+    plan_memory(budget, weights + extra_processes * WORKER_RESERVE, per_token, 0)
 
 
 def plan_for_models(budget: int, target, draft, wanted_prefix_cache_mb: float) -> MemoryPlan:

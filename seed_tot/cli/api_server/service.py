@@ -56,7 +56,7 @@ class ApiService:
         check_max_queue(max_queue)
         self.config, method_settings = resolved_config(config)
         if self.config.method_info.in_process:
-            check_memory_before_loading(self.config)
+            check_memory_before_loading(self.config, method_settings)
         self.catalog: dict[str, ModelEntry] = build_catalog(self.config)
         self.out = Path(out_dir)
         (self.out / "traces").mkdir(parents=True, exist_ok=True)

@@ -114,6 +114,11 @@ class SeedExecutor:
         """Stop the workers (they are restarted by the next run())."""
         self.pool.close(graceful=True)
 
+    @property
+    def worker_peak_rss_mib(self) -> list[float]:
+        """Each draft worker's peak resident memory, as read when the workers were last closed."""
+        return [round(peak) for _, peak in sorted(self.pool.peak_rss_mib.items())]
+
     def __enter__(self) -> "SeedExecutor":
         return self
 

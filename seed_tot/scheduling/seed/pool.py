@@ -27,6 +27,16 @@ class WorkerHandle:
     request: int | None = None  # the request it serves now (None: free)
 
 
+def worker_peak_mib(worker: WorkerHandle) -> float:
+    """A live worker's peak resident memory (0 once it has exited)."""
+    from seed_tot.records import child_peak_rss_mib
+
+    try:
+        return child_peak_rss_mib(worker.process.pid)
+    except (OSError, ValueError, TypeError):
+        return 0.0
+
+
 class WorkerPool:
     """The draft worker processes, their pipes and shared q buffers, and the log listener.
 
@@ -38,12 +48,14 @@ class WorkerPool:
         self.workers: list[WorkerHandle] = []
         self.listener: logging.handlers.QueueListener | None = None
         self.spawned_with: tuple = ()  # the options the workers were started with
+        self.peak_rss_mib: dict[int, float] = {}  # each worker's peak resident memory, read when it is closed
 
     def close(self, graceful: bool = True, from_finalizer: bool = False) -> None:
         with held_interrupts(reraise=not from_finalizer):
             workers, self.workers = self.workers, []
             listener, self.listener = self.listener, None
             for worker in workers:
+                self.peak_rss_mib[worker.index] = max(self.peak_rss_mib.get(worker.index, 0.0), worker_peak_mib(worker))
                 if graceful and worker.process.is_alive():
                     try:
                         worker.conn.send(Stop())
