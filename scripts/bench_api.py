@@ -7,8 +7,11 @@ For each level C (default 1, 4, 16), one after another:
   sent by C client threads (each with seed 0, the CLI's run seed), timed from the first request sent
   to the last reply (model loading excluded); then the server is stopped with SIGTERM.
 Both get the arguments after `--` unchanged (e.g. --depth 2 --max-new-tokens 64), so the trees have the
-same settings. Tree contents differ between the two (an API problem's id is derived from its text, a
-CLI problem's from its data row, and request seeds derive from the id), so compare speeds, not answers.
+same settings. Every request seed derives from the run seed and the problem's id, and an API problem's
+id is derived from its text; so the CLI reads the problems from OUT/problems.jsonl, where each row
+carries the id the API gives its text. Both then grow the same trees (the batched executors' tokens do
+not depend on which rows share a forward): the table checks that the two made the same tokens and
+answers, so the time between them is the serving's own cost.
 
   python scripts/bench_api.py --limit 16 --levels 1,4,16 --out runs/bench_api -- --depth 2 --threads 2
   python scripts/bench_api.py --tiny --limit 4 --levels 1,2 --out /tmp/bench_api_tiny -- --max-new-tokens 8
@@ -47,12 +50,26 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_cli(out: Path, limit: int, concurrency: int, search: str, common: list[str]) -> dict:
-    command = [*SEED_TOT, "gsm8k", "--limit", str(limit), "--concurrency", str(concurrency), "--search", search,
+def write_problems(path: Path, problems: list) -> None:
+    """The problems as a data file whose ids are the ones the API derives from their text."""
+    from seed_tot.cli.api_server.problems import problem_id
+
+    rows = [{"id": problem_id("gsm8k", p.question.strip()), "question": p.question, "answer": p.gold}
+            for p in problems]
+    write_text_atomically(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def run_cli(out: Path, data: Path, concurrency: int, search: str, common: list[str]) -> dict:
+    command = [*SEED_TOT, "gsm8k", "--data", str(data), "--concurrency", str(concurrency), "--search", search,
                "--out", str(out), *common]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     totals = json.loads((out / "runs.jsonl").read_text().splitlines()[-1])
-    return {"wall_seconds": totals["wall_seconds"], "new_tokens": totals["new_tokens"], "requests": limit}
+    answers = {}
+    for line in (out / "results.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        answers[record["problem_id"]] = record["answer"]
+    return {"wall_seconds": totals["wall_seconds"], "new_tokens": totals["new_tokens"], "requests": len(answers),
+            "answers": answers}
 
 
 def wait_ready(url: str, process: subprocess.Popen, timeout: float = 900.0) -> None:
@@ -77,15 +94,16 @@ def run_api(out: Path, questions: list[str], concurrency: int, search: str, comm
     try:
         wait_ready(url, process)
 
-        def ask(question: str) -> int:
+        def ask(question: str) -> tuple[int, str]:
             reply = httpx.post(url + "/v1/chat/completions", timeout=None, json={
                 "model": f"gsm8k/{search}", "messages": [{"role": "user", "content": question}], "seed": 0})
             reply.raise_for_status()
-            return reply.json()["usage"]["completion_tokens"]
+            body = reply.json()
+            return body["usage"]["completion_tokens"], body["seed_tot"]["problem_id"], body["seed_tot"]["answer"]
 
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            tokens = sum(pool.map(ask, questions))
+            replies = list(pool.map(ask, questions))
         wall = time.perf_counter() - started
     finally:
         process.send_signal(signal.SIGTERM)
@@ -94,7 +112,8 @@ def run_api(out: Path, questions: list[str], concurrency: int, search: str, comm
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    return {"wall_seconds": round(wall, 1), "new_tokens": tokens, "requests": len(questions),
+    return {"wall_seconds": round(wall, 1), "new_tokens": sum(tokens for tokens, _, _ in replies),
+            "requests": len(questions), "answers": {pid: answer for _, pid, answer in replies},
             "exit_code": process.returncode}
 
 
@@ -124,21 +143,28 @@ def main(limit: int, levels: str, search: str, tiny: bool, out: Path, run_args: 
         raise click.ClickException(f"{out} is not empty: choose a new --out folder.")
     out.mkdir(parents=True, exist_ok=True)
     common = [*(["--tiny"] if tiny else []), *run_args]
-    questions = [problem.question for problem in get_task("gsm8k").load()[:limit]]
+    problems = get_task("gsm8k").load()[:limit]
+    questions = [problem.question for problem in problems]
+    data = out / "problems.jsonl"
+    write_problems(data, problems)
     rows = []
     for level in level_list:
-        for way, run in (("cli", lambda: run_cli(out / f"cli-{level}", limit, level, search, common)),
+        for way, run in (("cli", lambda: run_cli(out / f"cli-{level}", data, level, search, common)),
                          ("api", lambda: run_api(out / f"api-{level}", questions, level, search, common))):
             row = speeds({"way": way, "concurrency": level, **run()})
             rows.append(row)
             click.echo(f"{way} at concurrency {level}: {row['requests_per_minute']} requests/min, "
                        f"{row['tokens_per_second']} tokens/s ({row['new_tokens']} tokens in {row['wall_seconds']} s)")
-    click.echo("\n| concurrency | CLI requests/min | API requests/min | CLI tokens/s | API tokens/s |")
-    click.echo("|---|---|---|---|---|")
+    click.echo("\n| concurrency | CLI requests/min | API requests/min | CLI tokens/s | API tokens/s | API extra time "
+               "| same tokens | same answers |")
+    click.echo("|---|---|---|---|---|---|---|---|")
     for level in level_list:
         cli, api = (next(r for r in rows if r["way"] == way and r["concurrency"] == level) for way in ("cli", "api"))
+        extra = api["wall_seconds"] / cli["wall_seconds"] - 1 if cli["wall_seconds"] else float("nan")
+        same = sum(cli["answers"].get(pid) == answer for pid, answer in api["answers"].items())
         click.echo(f"| {level} | {cli['requests_per_minute']} | {api['requests_per_minute']} | "
-                   f"{cli['tokens_per_second']} | {api['tokens_per_second']} |")
+                   f"{cli['tokens_per_second']} | {api['tokens_per_second']} | {extra:+.1%} | "
+                   f"{'yes' if cli['new_tokens'] == api['new_tokens'] else 'no'} | {same} of {len(api['answers'])} |")
     record = {"limit": limit, "search": search, "tiny": tiny, "run_args": list(run_args), "rows": rows,
               "machine": machine_facts(), "load_average": os.getloadavg()}
     write_text_atomically(out / "bench_api.json", json.dumps(record, indent=2))
