@@ -9,6 +9,7 @@ from viewer_helpers import ODD_THOUGHT, crowded_run, thought_batch, viewer_trace
 
 from seed_tot.cli import main
 from seed_tot.observe.html_view import render_page, run_page_data, trace_page_data
+from seed_tot.observe.trace import write_trace
 from seed_tot.cli.trace import bundled_task
 
 
@@ -131,6 +132,19 @@ def test_run_index_joins_results_with_traces(tmp_path):
     assert data["runs"] == [{"problems": 2, "method": "seed", "wall_seconds": 9.0}]
     only_traces = run_page_data(write_run(tmp_path / "b", with_results=False), bundled_task)
     assert {r["problem_id"]: r["correct"] for r in only_traces["rows"]} == {"gsm8k-other": False, "gsm8k-viewer": True}
+
+
+def test_a_question_asked_twice_keeps_both_trees_in_the_index(tmp_path):
+    # the API's folder: one trace per request, named by its trace id; one question asked twice
+    first, second = viewer_trace(), viewer_trace()
+    second.final_answer, second.correct = "20", False
+    write_trace(tmp_path / "api" / "traces" / "api-abc-0001.json", first)
+    write_trace(tmp_path / "api" / "traces" / "api-abc-0002.json", second)
+    data = run_page_data(tmp_path / "api", bundled_task)
+    assert sorted(data["traces"]) == ["api-abc-0001", "api-abc-0002"]
+    assert [(r["problem_id"], r["key"], r["repeated"], r["answer"]) for r in data["rows"]] == [
+        ("gsm8k-viewer", "api-abc-0001", True, "18"), ("gsm8k-viewer", "api-abc-0002", True, "20")]
+    assert not any(r["repeated"] for r in run_page_data(write_run(tmp_path), bundled_task)["rows"])
 
 
 def test_a_problem_that_shared_the_batch_is_marked_and_the_run_has_one_speed(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -203,35 +204,43 @@ def _settings(trace: Trace) -> dict[str, Any]:
     return flat
 
 
+def trace_key(path: str | os.PathLike) -> str:
+    """A trace's key in a run's page: its file name without .json or .json.gz (unique in a folder,
+    where problem ids are not: the API grows a tree per request, and a question may be asked twice)."""
+    return Path(path).name.removesuffix(GZIP_SUFFIX).removesuffix(".json")
+
+
 def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = None) -> dict[str, Any]:
     """The run's problems (from results.jsonl, joined with the traces under the run directory)
-    and every trace's page data, in results order (traces without a result row last)."""
+    and every trace's page data, in results order (traces without a result row last). Rows and
+    traces are joined by `key` (trace_key); a row whose problem id other rows share is marked
+    `repeated`, so the index can tell them apart."""
     root = Path(run_dir)
     check_one_run(root)
     traces: dict[str, Trace] = {}
     for path in stored_files(root, "*.json"):  # FILE.json or FILE.json.gz
         try:
-            trace = load_trace(path)
+            traces[trace_key(path)] = load_trace(path)
         except SeedTotError:
             continue  # not a trace (bench results, configs): skipped
-        traces[trace.problem_id] = trace
     results = read_json_lines(root / "results.jsonl")
     if not traces and not results:
         raise SeedTotError(
             f"{str(root)!r} holds no results.jsonl and no trace files: pass a run directory written by a task run."
         )
     rows = []
-    seen = set()
     for result in results:
         problem_id = str(result.get("problem_id"))
-        seen.add(problem_id)
-        rows.append({**result, "problem_id": problem_id, "has_trace": problem_id in traces})
-    for problem_id, trace in traces.items():
-        if problem_id not in seen:
+        key = trace_key(result["trace_path"]) if result.get("trace_path") else problem_id
+        rows.append({**result, "problem_id": problem_id, "key": key, "has_trace": key in traces})
+    joined = {row["key"] for row in rows}
+    for key, trace in traces.items():
+        if key not in joined:
             m = trace.metrics
             rows.append(
                 {
-                    "problem_id": problem_id,
+                    "problem_id": trace.problem_id,
+                    "key": key,
                     "method": trace.executor,
                     "answer": trace.final_answer,
                     "gold": trace.gold,
@@ -241,6 +250,9 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
                     "has_trace": True,
                 }
             )
+    counts = Counter(row["problem_id"] for row in rows)
+    for row in rows:
+        row["repeated"] = counts[row["problem_id"]] > 1
     judged = [row for row in rows if row.get("correct") is not None]
     sessions = read_json_lines(root / "runs.jsonl")
     first = next(iter(traces.values()), None)
@@ -252,7 +264,7 @@ def run_page_data(run_dir: str | os.PathLike, task_named: TaskLookup | None = No
         "settings": _settings(first) if first else {},
         "runs": sessions,
         "speed": run_speed(sessions),
-        "traces": {problem_id: trace_page_data(trace, task_named) for problem_id, trace in traces.items()},
+        "traces": {key: trace_page_data(trace, task_named) for key, trace in traces.items()},
     }
 
 
