@@ -50,7 +50,7 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
     from seed_tot.observe.rerank import rerank_table
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore, chains_of_pool, extract, feature_settings
+    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
     from seed_tot.values.training import fit_head, judge_metrics, predict
     from seed_tot_tasks import get_task
 
@@ -72,7 +72,7 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
     reader = FeatureReader(target, tuple(settings["layers"]))
     extract(store, reader, items)
     seconds = time.perf_counter() - started
-    test = store.table()
+    test = store.table(chain_keys(items))
     probs = predict(head, test)
     found = {"pool": str(pool), "samples_per_problem": samples or "all", "head_id": head.head_id, "head": head_settings(head),
              "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),

@@ -295,3 +295,23 @@ def test_every_shipped_head_was_trained_on_training_problems_only():
         ids = set(head.meta["train_problem_ids"])
         assert ids and ids <= train_ids and not ids & test_ids
         assert path.stem == head.meta["target_fingerprint"]  # found by the weights it was trained on
+
+
+def test_a_store_reads_only_the_chains_it_lacks_and_gives_back_the_chains_asked_for(tiny_pair, tmp_path):
+    from seed_tot.values.store import Chain, FeatureStore, ProblemChains, chain_keys, extract
+
+    _, target = tiny_pair
+    reader = FeatureReader(target, (1,))
+    chains = [Chain(index, f"step {index}\nso {index}", index % 2 == 0, str(index)) for index in range(5)]
+    store = FeatureStore(tmp_path / "store", {"layers": [1]})
+    first = [ProblemChains("p-1", "question?", tuple(chains[:3]))]
+    assert extract(store, reader, first, progress=False) == 1
+    read = reader.tokens_read
+    assert extract(store, reader, first, progress=False) == 0 and reader.tokens_read == read  # nothing new
+    more = [ProblemChains("p-1", "question?", tuple(chains))]  # the pool gained two samples
+    assert extract(store, reader, more, progress=False) == 1
+    assert store.done() == {("p-1", index) for index in range(5)}
+    table = store.table(chain_keys(first))
+    assert table.chain_index.unique().tolist() == [0, 1, 2] and len(table.labels) == 3 * 2  # two lines each
+    assert torch.equal(table.features, store.table().features[: 3 * 2])
+    assert len(store.table().labels) == 5 * 2

@@ -110,7 +110,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     from seed_tot.models.loading import load_model
     from seed_tot.runtime.hidden import decoder_layer_count
     from seed_tot.values.features import FeatureReader
-    from seed_tot.values.store import FeatureStore, chains_of_pool, extract, feature_settings
+    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
     from seed_tot_tasks import get_task
 
     task = get_task(task_name)
@@ -141,7 +141,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     reader = FeatureReader(target, layers)
     extract(store, reader, items)
     feature_seconds = time.perf_counter() - started
-    table = store.table().of_problems({item.problem_id for item in items})
+    table = store.table(chain_keys(items))
     report = fit_and_save(table, out, settings, sorted(table.problem_ids()), data_path, seed)
     report["feature_seconds_this_run"] = round(feature_seconds, 1)
     report["feature_tokens_this_run"] = reader.tokens_read

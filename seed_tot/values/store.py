@@ -55,6 +55,11 @@ def chains_of_pool(pool: Path, task_of, samples: int | None = None) -> list[Prob
     return items
 
 
+def chain_keys(items: list[ProblemChains]) -> set[tuple[str, int]]:
+    """(problem id, chain index) of every chain of the items: what a measurement reads from a store."""
+    return {(item.problem_id, chain.index) for item in items for chain in item.chains}
+
+
 def feature_settings(target, fingerprint: str, layers: tuple[int, ...]) -> dict:
     """What a store's features.json records: the target, its weights fingerprint, dtype, layers and rule."""
     return {"target": target.name, "target_fingerprint": fingerprint, "dtype": str(target.dtype).removeprefix("torch."),
@@ -76,8 +81,9 @@ class FeatureStore:
     def shards(self) -> list[Path]:
         return sorted(self.folder.glob("shard-*.pt"))
 
-    def done(self) -> set[str]:
-        return {row["problem_id"] for shard in self.shards() for row in torch.load(shard)["rows"]}
+    def done(self) -> set[tuple[str, int]]:
+        """(problem id, chain index) of every chain the store holds."""
+        return {(row["problem_id"], row["chain_index"]) for shard in self.shards() for row in torch.load(shard)["rows"]}
 
     def append(self, rows: list[dict], features: torch.Tensor) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -88,14 +94,22 @@ class FeatureStore:
         torch.save({"rows": rows, "features": features.to(torch.float16)}, partial)
         os.replace(partial, path)
 
-    def table(self) -> StateTable:
+    def table(self, chains: set[tuple[str, int]] | None = None) -> StateTable:
+        """The stored states, of the given (problem id, chain index) chains only when `chains` is given
+        (a store may hold more chains than one measurement asks for)."""
         rows, features = [], []
         for shard in self.shards():
             data = torch.load(shard)
-            rows += data["rows"]
-            features.append(data["features"])
+            keep, start = [], 0
+            for row in data["rows"]:
+                if chains is None or (row["problem_id"], row["chain_index"]) in chains:
+                    rows.append(row)
+                    keep.append(torch.arange(start, start + row["states"]))
+                start += row["states"]
+            if keep:
+                features.append(data["features"][torch.cat(keep)])
         if not rows:
-            raise SeedTotError(f"{self.folder} holds no features yet.")
+            raise SeedTotError(f"{self.folder} holds no features of the chains asked for yet.")
         problems, labels, chains, final, index = [], [], [], [], []
         for number, row in enumerate(rows):
             index += [row["chain_index"]] * row["states"]
@@ -109,14 +123,16 @@ class FeatureStore:
 
 def extract(store: FeatureStore, reader: FeatureReader, items: list[ProblemChains], per_shard: int = 4,
             progress: bool = True) -> int:
-    """Read and store the features of every chain of the items the store lacks; returns how many problems."""
+    """Read and store the features of every chain of the items the store lacks (a problem whose pool
+    gained samples gets only its new chains); returns how many problems had chains to read."""
     done = store.done()
-    todo = [item for item in items if item.problem_id not in done]
+    todo = [(item, missing) for item in items
+            if (missing := [chain for chain in item.chains if (item.problem_id, chain.index) not in done])]
     for first in tqdm(range(0, len(todo), per_shard), desc="judge features", unit="shard", disable=not progress):
         group = todo[first:first + per_shard]
         readings, rows = [], []
-        for item in group:
-            for chain in item.chains:
+        for item, missing in group:
+            for chain in missing:
                 ends = reading_ends(chain.text, chain.answer)
                 if not ends:  # an empty chain has no state
                     continue
