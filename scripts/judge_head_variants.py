@@ -22,7 +22,7 @@ import torch
 
 from seed_tot.values.head import fit_logistic, standardiser
 from seed_tot.values.store import FeatureStore
-from seed_tot.values.training import chain_weights, grouped_folds, within_problem_auroc
+from seed_tot.values.training import chain_weights, grouped_folds, judge_metrics
 
 MAX_PAIRS = 200_000
 
@@ -82,12 +82,8 @@ def cross_validated(table, kind: str, layer, l2: float, scope: str) -> tuple[flo
         else:
             (mean, scale, w), b = fit_pairwise(x, rows.labels.tolist(), rows.problems, l2), 0.0
         scores[test] = ((layer_features(table.subset(test), layer) - mean) / scale) @ w + b
-    final = table.final
-    chain_problems = [p for p, f in zip(table.problems, final.tolist()) if f]
-    step_problems = [p for p, f in zip(table.problems, final.tolist()) if not f]
-    chain = within_problem_auroc(scores[final].tolist(), table.labels[final].tolist(), chain_problems)[0]
-    step = within_problem_auroc(scores[~final].tolist(), table.labels[~final].tolist(), step_problems)[0]
-    return round(chain, 4), round(step, 4)
+    metrics = judge_metrics(torch.sigmoid(scores), table)
+    return metrics["chain_auroc_within"], metrics["step_auroc_within"]
 
 
 @click.command(help=__doc__)
