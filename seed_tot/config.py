@@ -19,10 +19,19 @@ class DecodeConfig(BaseModel):
     # For benchmarks: every request makes exactly max_new_tokens, so executors compare on equal
     # lengths (sampled requests otherwise end at EOS at different points per method).
     ignore_eos: bool = False
+    # Stop strings count only once the reply has a non-blank character, so a reply that opens with
+    # a line break (the next line of a chain) is not cut before it says anything.
+    stop_after_text: bool = False
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def server_stops(self) -> list[str]:
+        """The stop strings an engine server may apply itself: none when they count only after the
+        reply's first text (servers cannot skip leading blanks; the project's stop rule cuts the reply)."""
+        return [] if self.stop_after_text else list(self.stop)
 
     def with_stop(self, strings: tuple[str, ...] | list[str]) -> "DecodeConfig":
         """This config with `strings` added to its stop strings (those already there kept once)."""

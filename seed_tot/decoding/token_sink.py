@@ -25,6 +25,7 @@ class StopCriteria:
     eos_token_ids: frozenset[int] = frozenset()
     stop_strings: tuple[str, ...] = ()
     decode: Callable[[list[int]], str] | None = None
+    after_text: bool = False  # stop strings are looked for after the reply's leading white space only
 
     def first_stop(self, new_ids: list[int], start: int = 0) -> tuple[int, FinishReason] | None:
         """Scan new_ids[start:]; return (number of tokens to keep, reason) or None."""
@@ -33,6 +34,8 @@ class StopCriteria:
                 return i + 1, "eos"
             if self.stop_strings and self.decode is not None:
                 text = self.decode(new_ids[: i + 1])
+                if self.after_text:
+                    text = text.lstrip()
                 if any(s in text for s in self.stop_strings):
                     return i + 1, "stop"
             if i + 1 >= self.max_new_tokens:
@@ -47,6 +50,7 @@ def stop_rule(config: DecodeConfig, eos_token_ids: frozenset[int], decode: Calla
         eos_token_ids=frozenset() if config.ignore_eos else eos_token_ids,
         stop_strings=tuple(config.stop),
         decode=decode,
+        after_text=config.stop_after_text,
     )
 
 

@@ -37,7 +37,7 @@ def completion_body(request: GenerationRequest) -> dict:
         "temperature": config.temperature,
         "top_p": config.top_p,
         "seed": request.seed,
-        "stop": list(config.stop),
+        "stop": config.server_stops,
         "ignore_eos": config.ignore_eos,
         "return_tokens": True,
         "cache_prompt": True,

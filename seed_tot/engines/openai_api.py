@@ -24,7 +24,7 @@ def completion_body(request: GenerationRequest, model: str) -> dict:
         "temperature": config.temperature,
         "top_p": config.top_p,
         "seed": request.seed,
-        "stop": list(config.stop) or None,
+        "stop": config.server_stops or None,
         "ignore_eos": config.ignore_eos,
         "include_stop_str_in_output": True,
         "skip_special_tokens": True,

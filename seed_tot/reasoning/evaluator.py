@@ -207,8 +207,7 @@ class StateEvaluator:
     def _read_learned(self, problem: Problem, nodes: list[ThoughtNode]) -> list[Evaluation]:
         reasons = [rejection(self.task, problem, node) for node in nodes]
         rated = [node for node, reason in zip(nodes, reasons, strict=True) if reason is None]
-        answers = [self.task.extract_answer(problem, node.state)
-                   if self.task.is_terminal(problem, node.state, node.depth) else None for node in rated]
+        answers = [self.task.extract_answer(problem, node.state) if node.kind == "answer" else None for node in rated]
         values = iter(self.judge.values(self.task, problem, [node.state for node in rated], answers) if rated else [])
         return [
             Evaluation(REJECTED_VALUE, True, [], [], GenerationStats(), rejected=reason) if reason is not None

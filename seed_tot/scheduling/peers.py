@@ -13,6 +13,7 @@ import torch
 
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.output import DecodeOutput
+from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationStats
 from seed_tot.runtime.runner import ModelRunner
 
@@ -32,6 +33,9 @@ def hf_generate_decode(
     )
     if not config.greedy:
         kwargs.update(temperature=config.temperature, top_p=config.top_p, top_k=0)
+    if config.stop_after_text:
+        raise ConfigError("transformers' generate() cannot skip a reply's leading blank lines before its stop strings "
+                          "(thought mode line): use an in-process method such as batched or ar.")
     if config.stop and target.tokenizer is not None:
         kwargs.update(stop_strings=list(config.stop), tokenizer=target.tokenizer)
     if assistant is not None:

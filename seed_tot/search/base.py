@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError
 from seed_tot.metrics import BatchLog, BatchRecord, RunMetrics, summarize
+from seed_tot.reasoning.chain_lines import LINE_DEPTH, ChainLines
 from seed_tot.reasoning.evaluator import StateEvaluator, rejection
 from seed_tot.reasoning.generator import ThoughtGenerator
 from seed_tot.reasoning.move_chooser import MoveChooser, require_moves
@@ -67,8 +68,10 @@ class SearchConfig(BaseModel):
         "or there is no vote"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
-    thought_mode: Literal["sample", "choose", "random"] = Field(
-        "sample", description="sample: n sampled thoughts per state; choose: for tasks that list their moves "
+    thought_mode: Literal["sample", "choose", "random", "line"] = Field(
+        "sample", description="sample: n sampled thoughts per state; line: for tasks with a cot_prompt, a state is "
+        "a partial chain of thought and a thought its next line (n sampled lines per state; with a learned judge, "
+        "BFS is a value-guided beam over lines); choose: for tasks that list their moves "
         "(next_moves), the target's n most likely listed moves, read from one forward per point where they part; "
         "random: n of the listed moves drawn at random with a per-node seed, no model call (a blind baseline)"
     )
@@ -111,7 +114,7 @@ class SearchRun:
     problem: Problem
     tree: ReasoningTree
     log: BatchLog
-    generator: ThoughtGenerator | MoveChooser | RandomMoves
+    generator: ThoughtGenerator | MoveChooser | RandomMoves | ChainLines
     evaluator: StateEvaluator
     depth_limit: int
     known_states: bool = False  # prune repeated states, stop at the goal (seed_tot/search/known_states.py)
@@ -153,6 +156,9 @@ class Search(ABC):
         """Raise ConfigError when this search cannot run on `task` with `config` (before any model loads)."""
         if config.thought_mode in ("choose", "random"):
             require_moves(task)
+        if config.thought_mode == "line" and task.cot_prompt is None:
+            raise ConfigError(f"Thought mode line continues the task's chain-of-thought prompt; {task.name} has none: "
+                              "use --thought-mode sample.")
         if config.vote_weight == "value" and config.value_mode != "learned":
             raise ConfigError("A value-weighted vote needs every answer rated: use it with --value-mode learned.")
 
@@ -176,7 +182,7 @@ class Search(ABC):
                 self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples,
                 mode=cfg.value_mode, judge=self.judge,
             ),
-            depth_limit=cfg.depth if cfg.depth is not None else int(self.task.default_depth),
+            depth_limit=step_limit(self.task, cfg),
             known_states=cfg.known_states,
         )
         cot_prompt = self.task.cot_prompt
@@ -225,9 +231,18 @@ def is_dead_end(node: ThoughtNode) -> bool:
     return bool(node.info.get("dead_end"))
 
 
+def step_limit(task: Task, config: SearchConfig) -> int:
+    """The config's depth, else the task's (in thought mode line, where a step is a line: LINE_DEPTH)."""
+    if config.depth is not None:
+        return config.depth
+    return LINE_DEPTH if config.thought_mode == "line" else int(task.default_depth)
+
+
 def thought_generator(
     task: Task, formatter: PromptFormatter, config: SearchConfig
-) -> ThoughtGenerator | MoveChooser | RandomMoves:
+) -> ThoughtGenerator | MoveChooser | RandomMoves | ChainLines:
+    if config.thought_mode == "line":
+        return ChainLines(task, formatter, config.thought_decode, config.n_thoughts, config.seed)
     if config.thought_mode == "choose":
         return MoveChooser(task, formatter, config.n_thoughts, config.seed)
     if config.thought_mode == "random":
