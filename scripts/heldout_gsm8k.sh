@@ -23,6 +23,9 @@
 #   tree-learned  the tree's settings with the packaged learned judge (--value-mode learned): states
 #           ranked by the step head, the final vote weighted by each chain's value; not in the default list
 #   beam-learned  the same with breadth 2; not in the default list
+#   line-beam  a value-guided beam over the lines of one chain of thought (--thought-mode line, breadth 2,
+#           3 sampled next lines per kept partial chain, the packaged learned judge), no separate chains;
+#           the final vote weighted by each complete chain's value; not in the default list
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
@@ -75,7 +78,9 @@ stage() {
         mcts) tree_run mcts-logits-path --search mcts --value-mode logits --vote-weight path ;;
         tree-learned) tree_run tree-bfs-learned-value --search bfs --no-backtrack --value-mode learned --vote-weight value ;;
         beam-learned) tree_run tree-bfs-b2-learned-value --search bfs --no-backtrack --breadth 2 --value-mode learned --vote-weight value ;;
-        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon, beam, mcts, tree-learned or beam-learned" >&2; exit 2 ;;
+        line-beam) tree_run line-beam-b2-n3-learned --search bfs --no-backtrack --thought-mode line --breadth 2 --thoughts 3 \
+            --max-new-tokens 128 --no-cot --cot-samples 0 --value-mode learned --vote-weight value ;;
+        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon, beam, mcts, tree-learned, beam-learned or line-beam" >&2; exit 2 ;;
     esac
 }
 

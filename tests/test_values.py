@@ -8,7 +8,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.models.fingerprint import weights_fingerprint
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime.hidden import layer_states
-from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading
+from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading, families, shared_tokens
 from seed_tot.values.head import ValueHead, fit_logistic, load_head
 from seed_tot.values.states import answer_end, last_token_before, reading_ends, state_ends
 from seed_tot.values.training import (
@@ -263,6 +263,26 @@ def test_calibration_of_a_perfect_predictor_is_zero():
     error, bins = calibration(probs, torch.tensor([False, False, True, True]))
     assert error == pytest.approx(0.0)
     assert [b["count"] for b in bins] == [2, 2]
+
+
+def test_siblings_read_their_parent_once_and_get_the_features_of_reading_alone(tiny_pair):
+    _, target = tiny_pair
+    parent = "Step one: 2 + 2 = 4\n\nStep two: 4 * 3 = 12"
+    texts = [parent + line for line in ("\n\nSo 12.", "\n\nThen 12 + 1 = 13", "\nThe answer is 12.")]
+    readings = [Reading("Q?", text, (len(text),)) for text in texts]
+    reader = FeatureReader(target, (1, 2))
+    together = reader.read(readings)
+    apart = [FeatureReader(target, (1, 2)).read([r])[0] for r in readings]
+    for a, b in zip(together, apart, strict=True):
+        assert torch.allclose(a, b, atol=1e-4)
+    assert reader.tokens_read < sum(len(target.tokenizer(t)["input_ids"]) for t in texts)
+
+
+def test_a_family_shares_its_common_tokens_up_to_its_first_reading_point():
+    assert families([0, 1, 2], ["a\nb\nc", "a\nb\nd ", "a\nx"]) == [[0, 1], [2]]
+    assert shared_tokens([([1, 2, 3, 4], [3]), ([1, 2, 3, 5], [3])]) == 3
+    assert shared_tokens([([1, 2, 3, 4], [1, 3]), ([1, 2, 3, 5], [3])]) == 1  # a state read at token 1
+    assert shared_tokens([([1, 2, 3], [2])]) == 0
 
 
 def test_shared_prompt_features_equal_one_plain_forward_over_prompt_and_reply(tiny_pair):

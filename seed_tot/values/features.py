@@ -37,7 +37,8 @@ class FeatureReader:
     """Reads (states, layers, hidden) float32 features of readings with one loaded target.
 
     Readings that share a message share its prompt: the prompt runs once (up to the deepest layer)
-    and its cache is repeated for the batch of replies that continue it."""
+    and its cache is repeated for the batch of replies that continue it. Readings that also differ
+    only in their last line (a state's children) read the tokens before it once, the same way."""
 
     def __init__(self, target: ModelRunner, layers: tuple[int, ...], max_batch_tokens: int = 4096) -> None:
         self.target = target
@@ -57,15 +58,30 @@ class FeatureReader:
             cache = prompt_cache(self.target.model, prompt, max(self.layers))
             self.tokens_read += len(prompt)
             encoded = {i: self._encode(readings[i]) for i in members}
-            batch: list[int] = []
-            for i in sorted(members, key=lambda i: len(encoded[i][0])):  # similar lengths together: fewer pads
-                if batch and (len(batch) + 1) * (len(prompt) + len(encoded[i][0])) > self.max_batch_tokens:
-                    self._run(batch, encoded, cache, out)
-                    batch = []
-                batch.append(i)
-            if batch:
-                self._run(batch, encoded, cache, out)
+            for family in families(members, [readings[i].text for i in members]):
+                shared = shared_tokens([encoded[i] for i in family])
+                base = self._extended(cache, encoded[family[0]][0][:shared]) if shared else cache
+                rest = {i: (encoded[i][0][shared:], [end - shared for end in encoded[i][1]]) for i in family}
+                self._read_family(family, rest, len(prompt) + shared, base, out)
         return out
+
+    def _read_family(self, family: list[int], encoded, context: int, cache, out) -> None:
+        batch: list[int] = []
+        for i in sorted(family, key=lambda i: len(encoded[i][0])):  # similar lengths together: fewer pads
+            if batch and (len(batch) + 1) * (context + len(encoded[i][0])) > self.max_batch_tokens:
+                self._run(batch, encoded, cache, out)
+                batch = []
+            batch.append(i)
+        if batch:
+            self._run(batch, encoded, cache, out)
+
+    def _extended(self, cache, tokens: list[int]):
+        """A copy of the one-row `cache` continued by `tokens` (up to the deepest layer read)."""
+        longer = shared_prefix(cache, 1)
+        layer_states(self.target.model, torch.tensor([tokens]), torch.ones(1, len(tokens), dtype=torch.long),
+                     (max(self.layers),), longer)
+        self.tokens_read += len(tokens)
+        return longer
 
     def _encode(self, reading: Reading) -> tuple[list[int], list[int]]:
         """(the reply's token ids, the token index where each state ends)."""
@@ -86,3 +102,26 @@ class FeatureReader:
         for row, i in enumerate(batch):
             where = torch.tensor(encoded[i][1], dtype=torch.long)
             out[i] = torch.stack([states[layer][row, where] for layer in self.layers], dim=1).cpu()
+
+
+def families(members: list[int], texts: list[str]) -> list[list[int]]:
+    """Readings that differ only in their last line (the children of one state in a search whose
+    thoughts are lines) form a family, which reads what comes before that line once."""
+    groups: dict[str, list[int]] = {}
+    for i, text in zip(members, texts, strict=True):
+        stripped = text.rstrip()
+        groups.setdefault(stripped[: stripped.rfind("\n") + 1], []).append(i)
+    return list(groups.values())
+
+
+def shared_tokens(encoded: list[tuple[list[int], list[int]]]) -> int:
+    """How many leading reply tokens every member of a family shares and may read once: the longest
+    common prefix of their token ids, ending before the first token any member reads a state at,
+    and none for a family of one."""
+    if len(encoded) < 2:
+        return 0
+    first = encoded[0][0]
+    common = min(len(tokens) for tokens, _ in encoded)
+    for tokens, _ in encoded[1:]:
+        common = next((k for k in range(common) if tokens[k] != first[k]), common)
+    return max(0, min([common, *(min(ends) for _, ends in encoded if ends)]))
