@@ -147,13 +147,17 @@ def test_cli_run_with_a_learned_judge_records_the_head_and_the_values(tmp_path):
     head = tiny_value_head(load_model("tiny-target"), tmp_path / "h.safetensors")
     out = tmp_path / "run"
     proc = seed_tot("gsm8k", "--tiny", "--limit", "1", "--cot-samples", "2", "--value-mode", "learned",
-                    "--value-model", str(head), "--vote-weight", "value", "--out", str(out))
+                    "--value-model", str(head), "--vote-weight", "value", "--thought-mode", "line", "--depth", "3",
+                    "--max-new-tokens", "6", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
     trace = json.loads(Path(record["trace_path"]).read_text())
     assert trace["config"]["value_head"]["id"] == "tiny-head"
     assert trace["config"]["search"]["vote_weight"] == "value"
+    assert trace["config"]["search"]["thought_mode"] == "line"
     assert any(n["value"] is not None for n in trace["nodes"][1:])
+    totals = json.loads((out / "runs.jsonl").read_text().splitlines()[-1])
+    assert totals["judge"]["tokens_read"] > 0 and "judge:" in proc.stdout
     other = tmp_path / "other.safetensors"
     draft_head = ValueHead(layer=1, mean=torch.zeros(64), scale=torch.ones(64), weight=torch.zeros(64), bias=0.0,
                            meta={"target": "someone-else", "target_fingerprint": "0" * 16})

@@ -138,6 +138,9 @@ def print_run_totals(
                + (f" + {sum(worker_peaks_mib):.0f} MiB in {len(worker_peaks_mib)} draft worker processes"
                   if worker_peaks_mib else "")
                + (f" of a {memory['budget_bytes'] // 2**20} MiB budget" if memory else ""))
+    if "judge" in totals:
+        click.echo(f"judge: {totals['judge']['seconds']} s reading {totals['judge']['tokens_read']} token positions "
+                   "(part of the wall time above)")
     append_json_lines(out / "runs.jsonl", [totals])
 
 
@@ -263,7 +266,7 @@ def run_task(task_name: str, config: RunConfig) -> None:
         verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
     judge = None
     if config.value_mode == "learned":
-        from seed_tot.values.judge import LearnedJudge, judge_record
+        from seed_tot.values.judge import LearnedJudge, judge_record, judge_totals
 
         judge = LearnedJudge.load(loaded.target, config.value_model)
         extra_config["value_head"] = judge_record(judge, config.value_model)
@@ -293,6 +296,7 @@ def run_task(task_name: str, config: RunConfig) -> None:
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, config=config,
                      dtype=dtype, work=work.as_dict() if work is not None else None,
                      packed_layers=loaded.packed_layers, data_file=data_file, memory=loaded.memory,
-                     worker_peaks_mib=getattr(executor, "worker_peak_rss_mib", None))
+                     worker_peaks_mib=getattr(executor, "worker_peak_rss_mib", None),
+                     extra_totals={"judge": judge_totals(judge)} if judge is not None else None)
     if interrupted:
         sys.exit(130)

@@ -78,3 +78,8 @@ def judge_record(judge: LearnedJudge, path: str | None) -> dict:
     steps = judge.head.steps
     return {"id": judge.head_id, "path": str(path or "packaged"), "layer": judge.head.layer,
             "steps_layer": steps.layer if steps else None}
+
+
+def judge_totals(judge: LearnedJudge) -> dict:
+    """What a run's judge cost: seconds spent reading states and token positions read (no token decoded)."""
+    return {"seconds": round(judge.seconds, 1), "tokens_read": judge.reader.tokens_read}
