@@ -45,10 +45,10 @@ class LineExecutor:
             self.replies_so_far.append(so_far)
             done = len([line for line in so_far.split("\n") if line.strip()])
             if done == 3:
-                text, finish = "\n\nSo ANSWER: 42", "eos"
+                text, finish = "\nSo ANSWER: 42", "eos"
             else:
                 words = "short" if request.seed % 2 else "a much longer line"
-                text, finish = ("\n\n" if done else "") + f"line {done + 1} {words}\n", "stop"
+                text, finish = ("\n" if done else "") + f"line {done + 1} {words}\n", "stop"
             ids = TOKENIZER.encode(text, add_special_tokens=False)
             results.append(GenerationResult(request.request_id, ids, text, finish, GenerationStats(new_tokens=len(ids))))
         return results
@@ -72,12 +72,12 @@ def test_stop_strings_after_text_skip_the_reply_s_leading_line_breaks():
 
 
 def test_a_line_extends_the_state_as_written_and_eos_completes_the_chain():
-    stop = GenerationResult("r", [], "\n\n  x = 3 + 4\n", "stop", GenerationStats())
-    thought = line_thought("We add.", stop, seed=5)
-    assert (thought.text, thought.state, thought.terminal) == ("x = 3 + 4", "We add.\n\n  x = 3 + 4", False)
+    stop = GenerationResult("r", [], "\n  x = 3 + 4:\n", "stop", GenerationStats())
+    thought = line_thought("We add.\n", stop, seed=5)
+    assert (thought.text, thought.state, thought.terminal) == ("x = 3 + 4:", "We add.\n\n  x = 3 + 4:\n", False)
     first = line_thought("", GenerationResult("r", [], "  We add.\n", "stop", GenerationStats()), seed=5)
-    assert first.state == "We add."
-    end = line_thought("x = 7", GenerationResult("r", [], "\nANSWER: 7", "eos", GenerationStats()), seed=5)
+    assert first.state == "We add.\n"
+    end = line_thought("x = 7\n", GenerationResult("r", [], "ANSWER: 7", "eos", GenerationStats()), seed=5)
     assert end.terminal and end.state == "x = 7\nANSWER: 7"
 
 
@@ -92,6 +92,7 @@ def test_the_beam_continues_the_chain_prompt_and_keeps_the_best_partial_chain_pe
     # each request continued a kept partial chain (after the plain-text prompt's line break)
     kept = {node.state for node in result.tree.nodes() if node.info.get("selected")}
     assert {s.removeprefix("\n") for s in executor.replies_so_far} == kept - {chosen.state} | {""}
+    assert all(s.endswith("\n") for s in kept - {chosen.state})
     thoughts = [b for b in result.batches if b.role == "thought"]
     assert len(thoughts) == 4 and all(b.size == 2 for b in thoughts)
 

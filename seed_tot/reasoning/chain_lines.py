@@ -1,8 +1,8 @@
 """Thought mode "line": a state is the beginning of one chain of thought, a thought is its next line.
 
 The target continues its own chain-of-thought reply (the task's cot_prompt, the state as the reply
-so far) to the end of its next non-blank line, so every state is written exactly as a whole chain
-is: the format a learned judge is trained on (seed_tot/values/states.py). A line that ends the
+so far) to the end of its next non-blank line, so every state is a chain prefix written exactly as
+a whole chain is: the format a learned judge is trained on (seed_tot/values/states.py). A line that ends the
 reply (EOS) completes the chain, and that state holds the answer. BFS in this mode with a learned
 judge is OVM's value-guided beam search (Yu et al., 2024): n sampled next lines per kept partial
 chain, the b best partial chains kept per line.
@@ -51,12 +51,14 @@ class ChainLines:
 
 
 def line_thought(state: str, result: GenerationResult, seed: int) -> Thought:
-    """The partial chain `state` extended by one generated line, with the line breaks the model
-    wrote before it (so the state is the reply as written) and without the one that ended it."""
-    line = result.text.rstrip() if state else result.text.strip()
+    """The partial chain `state` extended by one generated line exactly as written: the line breaks
+    before it and the one that ended it are kept, so the next prompt ends on the token the model
+    wrote (cut at the line's last character, it would end on a token such as ":" that the model
+    writes merged with its line break, and the continuation drifts)."""
+    text = result.text if state else result.text.lstrip()
     return Thought(
-        text=line.strip(),
-        state=state + line,
+        text=text.strip(),
+        state=state + text,
         terminal=result.finish_reason == "eos",
         seed=seed,
         finish_reason=result.finish_reason,
