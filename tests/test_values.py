@@ -9,6 +9,7 @@ from seed_tot.models.fingerprint import weights_fingerprint
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime.hidden import layer_states
 from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading, families, shared_tokens
+from seed_tot.values.reading_memory import ReadingMemory, common_length
 from seed_tot.values.head import ValueHead, fit_logistic, load_head
 from seed_tot.values.states import answer_end, last_token_before, reading_ends, state_ends
 from seed_tot.values.training import (
@@ -278,6 +279,23 @@ def test_siblings_read_their_parent_once_and_get_the_features_of_reading_alone(t
     assert reader.tokens_read < sum(len(target.tokenizer(t)["input_ids"]) for t in texts)
 
 
+def test_a_reader_with_memory_starts_children_where_their_parent_ended_and_reads_the_same(tiny_pair):
+    _, target = tiny_pair
+    parent = "Step one: 2 + 2 = 4\n\nStep two: 4 * 3 = 12\n"
+    children = [parent + line for line in ("\nSo 12.", "\nThen 12 + 1 = 13\n")]
+    grandchild = children[1] + "\nThe answer is 13."
+    reader = FeatureReader(target, (1, 2), memory=ReadingMemory())
+    calls = [[parent], children, [grandchild, parent + "Or 5."]]
+    for texts in calls:
+        before = reader.tokens_read
+        got = reader.read([Reading("Q?", text, (len(text.rstrip()),)) for text in texts])
+        alone = [FeatureReader(target, (1, 2)).read([Reading("Q?", text, (len(text.rstrip()),))])[0] for text in texts]
+        for a, b in zip(got, alone, strict=True):
+            assert torch.allclose(a, b, atol=1e-4)
+        fresh = sum(len(target.tokenizer(text)["input_ids"]) for text in texts)
+        assert texts == [parent] or reader.tokens_read - before < fresh / 2  # the prompt and the parent were kept
+
+
 def test_a_family_shares_its_common_tokens_up_to_its_first_reading_point():
     assert families([0, 1, 2], ["a\nb\nc", "a\nb\nd ", "a\nx"]) == [[0, 1], [2]]
     assert shared_tokens([([1, 2, 3, 4], [3]), ([1, 2, 3, 5], [3])]) == 3
@@ -335,3 +353,15 @@ def test_a_store_reads_only_the_chains_it_lacks_and_gives_back_the_chains_asked_
     assert table.chain_index.unique().tolist() == [0, 1, 2] and len(table.labels) == 3 * 2  # two lines each
     assert torch.equal(table.features, store.table().features[: 3 * 2])
     assert len(store.table().labels) == 5 * 2
+
+
+def test_reading_memory_drops_the_least_recently_used_prompt_with_its_readings():
+    memory = ReadingMemory(prompts=2)
+    for message in ("a", "b"):
+        memory.keep_prompt(message, [1], None)
+        memory.keep_readings(message, [((1, 2), None)])
+    memory.prompt("a")  # used: "b" is now the oldest
+    memory.keep_prompt("c", [1], None)
+    assert memory.prompt("b") is None and memory.prompt("a") is not None
+    assert memory.longest("b", [1, 2], 1) == (0, None)
+    assert common_length([1, 2, 3], (1, 2, 4)) == 2 and common_length([1], [1, 2]) == 1

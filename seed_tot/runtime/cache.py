@@ -111,6 +111,16 @@ def select_rows(cache: DynamicCache, rows: list[int]) -> DynamicCache:
     return selected
 
 
+def row_prefix(cache: DynamicCache, row: int, length: int) -> DynamicCache:
+    """A new one-row cache holding the first `length` positions of batch row `row` (copied)."""
+    kept = empty_cache()
+    for layer_idx, layer in enumerate(cache.layers):
+        if layer.is_initialized:
+            kept.update(layer.keys[row : row + 1, :, :length].clone(), layer.values[row : row + 1, :, :length].clone(),
+                        layer_idx)
+    return kept
+
+
 def repeat_rows(cache: DynamicCache, times: int) -> DynamicCache:
     """A new cache whose batch holds `times` copies of a batch-1 cache (prompt-prefix sharing)."""
     repeated = empty_cache()

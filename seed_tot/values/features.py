@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import torch
 
 from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.runtime.cache import row_prefix
 from seed_tot.runtime.hidden import layer_states, prompt_cache, shared_prefix
 from seed_tot.runtime.runner import ModelRunner
+from seed_tot.values.reading_memory import ReadingMemory
 from seed_tot.values.states import last_token_before
 
 FEATURE_RULE = ("cot-prompt + state as the reply; residual stream after decoder layer L at the state's last token, "
@@ -40,11 +42,14 @@ class FeatureReader:
     and its cache is repeated for the batch of replies that continue it. Readings that also differ
     only in their last line (a state's children) read the tokens before it once, the same way."""
 
-    def __init__(self, target: ModelRunner, layers: tuple[int, ...], max_batch_tokens: int = 4096) -> None:
+    def __init__(self, target: ModelRunner, layers: tuple[int, ...], max_batch_tokens: int = 4096,
+                 memory: ReadingMemory | None = None) -> None:
+        """`memory`: KV kept between calls (a search's judge: seed_tot/values/reading_memory.py)."""
         self.target = target
         self.formatter = PromptFormatter(target.tokenizer)
         self.layers = tuple(sorted(set(layers)))
         self.max_batch_tokens = max_batch_tokens
+        self.memory = memory
         self.tokens_read = 0  # token positions run through the layers (cost accounting)
 
     def read(self, readings: list[Reading]) -> list[torch.Tensor]:
@@ -54,26 +59,56 @@ class FeatureReader:
         for i, reading in enumerate(readings):
             groups.setdefault(reading.message, []).append(i)
         for message, members in groups.items():
-            prompt = self.formatter.encode_text(self.formatter.reply_prefix(message))
-            cache = prompt_cache(self.target.model, prompt, max(self.layers))
-            self.tokens_read += len(prompt)
+            prompt, cache = self._prompt(message)
             encoded = {i: self._encode(readings[i]) for i in members}
+            kept: list = []
             for family in families(members, [readings[i].text for i in members]):
+                tokens = encoded[family[0]][0]
                 shared = shared_tokens([encoded[i] for i in family])
-                base = self._extended(cache, encoded[family[0]][0][:shared]) if shared else cache
-                rest = {i: (encoded[i][0][shared:], [end - shared for end in encoded[i][1]]) for i in family}
-                self._read_family(family, rest, len(prompt) + shared, base, out)
+                start, base = self._kept_start(message, tokens[: shared or first_reading_point(encoded[family[0]])],
+                                               len(prompt))
+                base = base if base is not None else cache
+                if shared > start:
+                    base, start = self._extended(base, tokens[start:shared]), shared
+                rest = {i: (encoded[i][0][start:], [end - start for end in encoded[i][1]]) for i in family}
+                for i, row_cache in self._read_family(family, rest, len(prompt) + start, base, out):
+                    kept.append((tuple(encoded[i][0]), row_cache))
+            if self.memory is not None:
+                self.memory.keep_readings(message, kept)
         return out
 
-    def _read_family(self, family: list[int], encoded, context: int, cache, out) -> None:
+    def _prompt(self, message: str):
+        """(prompt ids, its one-row KV up to the deepest layer read), from memory when kept."""
+        known = self.memory.prompt(message) if self.memory is not None else None
+        if known is not None:
+            return known
+        prompt = self.formatter.encode_text(self.formatter.reply_prefix(message))
+        cache = prompt_cache(self.target.model, prompt, max(self.layers))
+        self.tokens_read += len(prompt)
+        if self.memory is not None:
+            self.memory.keep_prompt(message, prompt, cache)
+        return prompt, cache
+
+    def _kept_start(self, message: str, tokens: list[int], prompt_length: int):
+        """(k, KV of the prompt and tokens[:k]) from the reading kept in memory that shares the most of
+        `tokens`; (0, None) without memory or such a reading."""
+        if self.memory is None or not tokens:
+            return 0, None
+        return self.memory.longest(message, tokens, prompt_length)
+
+    def _read_family(self, family: list[int], encoded, context: int, cache, out) -> list:
+        """Read the family's remaining tokens on top of `cache` (`context` positions); with memory,
+        returns (i, one-row KV of prompt and the whole reply) per member."""
         batch: list[int] = []
+        kept: list = []
         for i in sorted(family, key=lambda i: len(encoded[i][0])):  # similar lengths together: fewer pads
             if batch and (len(batch) + 1) * (context + len(encoded[i][0])) > self.max_batch_tokens:
-                self._run(batch, encoded, cache, out)
+                kept.extend(self._run(batch, encoded, cache, context, out))
                 batch = []
             batch.append(i)
         if batch:
-            self._run(batch, encoded, cache, out)
+            kept.extend(self._run(batch, encoded, cache, context, out))
+        return kept
 
     def _extended(self, cache, tokens: list[int]):
         """A copy of the one-row `cache` continued by `tokens` (up to the deepest layer read)."""
@@ -89,7 +124,7 @@ class FeatureReader:
         offsets = [tuple(pair) for pair in encoding["offset_mapping"]]
         return list(encoding["input_ids"]), [last_token_before(offsets, end) for end in reading.ends]
 
-    def _run(self, batch: list[int], encoded, cache, out) -> None:
+    def _run(self, batch: list[int], encoded, cache, context: int, out) -> list:
         width = max(len(encoded[i][0]) for i in batch)
         ids = torch.full((len(batch), width), self.target.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -97,11 +132,15 @@ class FeatureReader:
             tokens = encoded[i][0]
             ids[row, : len(tokens)] = torch.tensor(tokens)
             mask[row, : len(tokens)] = 1
-        states = layer_states(self.target.model, ids, mask, self.layers, shared_prefix(cache, len(batch)))
+        past = shared_prefix(cache, len(batch))
+        states = layer_states(self.target.model, ids, mask, self.layers, past)
         self.tokens_read += int(mask.sum())
         for row, i in enumerate(batch):
             where = torch.tensor(encoded[i][1], dtype=torch.long)
             out[i] = torch.stack([states[layer][row, where] for layer in self.layers], dim=1).cpu()
+        if self.memory is None:
+            return []
+        return [(i, row_prefix(past, row, context + len(encoded[i][0]))) for row, i in enumerate(batch)]
 
 
 def families(members: list[int], texts: list[str]) -> list[list[int]]:
@@ -112,6 +151,12 @@ def families(members: list[int], texts: list[str]) -> list[list[int]]:
         stripped = text.rstrip()
         groups.setdefault(stripped[: stripped.rfind("\n") + 1], []).append(i)
     return list(groups.values())
+
+
+def first_reading_point(encoded: tuple[list[int], list[int]]) -> int:
+    """How many leading reply tokens a reading may take from kept KV: those before its first state's end."""
+    tokens, ends = encoded
+    return min(ends) if ends else len(tokens)
 
 
 def shared_tokens(encoded: list[tuple[list[int], list[int]]]) -> int:

@@ -13,6 +13,7 @@ from seed_tot.runtime.runner import ModelRunner
 from seed_tot.task import Problem, Task
 from seed_tot.values.features import FeatureReader, Reading
 from seed_tot.values.head import ValueHead, load_head
+from seed_tot.values.reading_memory import ReadingMemory
 from seed_tot.values.states import reading_ends
 
 PACKAGED_HEADS = Path(__file__).resolve().parent / "heads"
@@ -34,7 +35,7 @@ def require_chain_prompt(task: Task) -> None:
 class LearnedJudge:
     def __init__(self, head: ValueHead, target: ModelRunner) -> None:
         self.head = head
-        self.reader = FeatureReader(target, head.layers)
+        self.reader = FeatureReader(target, head.layers, memory=ReadingMemory())  # a state's children start where it ends
         self.seconds = 0.0
 
     @classmethod
