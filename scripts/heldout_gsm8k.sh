@@ -7,6 +7,8 @@
 #
 #   nice -n 5 scripts/heldout_gsm8k.sh            # all stages in order
 #   scripts/heldout_gsm8k.sh pool8 tree           # some stages only
+#   HELDOUT_FIRST=100 HELDOUT_COUNT=60 HELDOUT_OUT=results/heldout-gsm8k-101-160 scripts/heldout_gsm8k.sh pool8
+#                                                 # other test problems (101-160), e.g. to confirm a result
 #   seed-tot report results/heldout-gsm8k-43-100/cot-pool results/heldout-gsm8k-43-100/tree-bfs-logits-path
 #
 # Stages (why these settings: results/heldout-gsm8k-43-100/README.md):
@@ -33,8 +35,8 @@ if [ -z "${VIRTUAL_ENV:-}" ] && [ -f .venv/bin/activate ]; then
 fi
 
 OUT=${HELDOUT_OUT:-results/heldout-gsm8k-43-100}
-FIRST=42   # problem 43
-COUNT=58   # to problem 100
+FIRST=${HELDOUT_FIRST:-42}   # problem 43
+COUNT=${HELDOUT_COUNT:-58}   # to problem 100
 CHUNK=${HELDOUT_CHUNK:-10}
 CONCURRENCY=${HELDOUT_CONCURRENCY:-4}
 mkdir -p "$OUT"
