@@ -296,6 +296,16 @@ def test_a_reader_with_memory_starts_children_where_their_parent_ended_and_reads
         assert texts == [parent] or reader.tokens_read - before < fresh / 2  # the prompt and the parent were kept
 
 
+def test_kept_readings_start_only_the_readings_that_share_them(tiny_pair):
+    _, target = tiny_pair
+    reader = FeatureReader(target, (2,), memory=ReadingMemory())
+    reader.read([Reading("Q?", "Step one: 2 + 2 = 4", (19,))])
+    texts = ["Step one: 2 + 2 = 4 and so on", "Totally different"]  # one family (one line each), no common token
+    got = reader.read([Reading("Q?", text, (len(text),)) for text in texts])
+    for text, features in zip(texts, got, strict=True):
+        assert torch.allclose(features, FeatureReader(target, (2,)).read([Reading("Q?", text, (len(text),))])[0], atol=1e-4)
+
+
 def test_a_family_shares_its_common_tokens_up_to_its_first_reading_point():
     assert families([0, 1, 2], ["a\nb\nc", "a\nb\nd ", "a\nx"]) == [[0, 1], [2]]
     assert shared_tokens([([1, 2, 3, 4], [3]), ([1, 2, 3, 5], [3])]) == 3

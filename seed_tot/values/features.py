@@ -19,7 +19,7 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.runtime.cache import row_prefix
 from seed_tot.runtime.hidden import layer_states, prompt_cache, shared_prefix
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.values.reading_memory import ReadingMemory
+from seed_tot.values.reading_memory import ReadingMemory, common_length
 from seed_tot.values.states import last_token_before
 
 FEATURE_RULE = ("cot-prompt + state as the reply; residual stream after decoder layer L at the state's last token, "
@@ -65,8 +65,8 @@ class FeatureReader:
             for family in families(members, [readings[i].text for i in members]):
                 tokens = encoded[family[0]][0]
                 shared = shared_tokens([encoded[i] for i in family])
-                start, base = self._kept_start(message, tokens[: shared or first_reading_point(encoded[family[0]])],
-                                               len(prompt))
+                reusable = shared if len(family) > 1 else first_reading_point(encoded[family[0]])
+                start, base = self._kept_start(message, tokens[:reusable], len(prompt))
                 base = base if base is not None else cache
                 if shared > start:
                     base, start = self._extended(base, tokens[start:shared]), shared
@@ -165,8 +165,5 @@ def shared_tokens(encoded: list[tuple[list[int], list[int]]]) -> int:
     and none for a family of one."""
     if len(encoded) < 2:
         return 0
-    first = encoded[0][0]
-    common = min(len(tokens) for tokens, _ in encoded)
-    for tokens, _ in encoded[1:]:
-        common = next((k for k in range(common) if tokens[k] != first[k]), common)
-    return max(0, min([common, *(min(ends) for _, ends in encoded if ends)]))
+    common = min(common_length(encoded[0][0], tokens) for tokens, _ in encoded[1:])
+    return min([common, *(min(ends) for _, ends in encoded if ends)])
