@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from seed_tot.config import DecodeConfig
-from seed_tot.reasoning.generator import Thought
+from seed_tot.reasoning.generator import Thought, thought_requests
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.reasoning.request_seeds import search_request
 from seed_tot.requests import GenerationRequest, GenerationResult
 from seed_tot.task import Problem, Task
 
@@ -39,10 +38,7 @@ class ChainLines:
     def requests(self, problem: Problem, node: ThoughtNode) -> list[GenerationRequest]:
         """The n requests that continue `node`'s partial chain by one line: one prompt, n seeds."""
         prompt_ids = self.formatter.encode(self.task.cot_prompt(problem), node.state)
-        return [
-            search_request(prompt_ids, self.decode, self.run_seed, problem.id, node.id, "thought", index)
-            for index in range(self.n)
-        ]
+        return thought_requests(prompt_ids, self.decode, self.run_seed, problem, node, self.n)
 
     def read(
         self, problem: Problem, node: ThoughtNode, requests: list[GenerationRequest], results: list[GenerationResult]

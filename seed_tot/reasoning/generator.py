@@ -44,10 +44,7 @@ class ThoughtGenerator:
     def requests(self, problem: Problem, node: ThoughtNode) -> list[GenerationRequest]:
         """The n requests that expand `node`: one prompt, n seeds."""
         prompt_ids = self.formatter.encode(self.task.thought_prompt(problem, node.state, node.depth))
-        return [
-            search_request(prompt_ids, self.decode, self.run_seed, problem.id, node.id, "thought", index)
-            for index in range(self.n)
-        ]
+        return thought_requests(prompt_ids, self.decode, self.run_seed, problem, node, self.n)
 
     def read(
         self, problem: Problem, node: ThoughtNode, requests: list[GenerationRequest], results: list[GenerationResult]
@@ -67,3 +64,9 @@ class ThoughtGenerator:
                 )
             )
         return thoughts
+
+
+def thought_requests(prompt_ids: list[int], decode: DecodeConfig, run_seed: int, problem: Problem, node: ThoughtNode,
+                     n: int) -> list[GenerationRequest]:
+    """n thought requests for `node` with one prompt, each with its own seed."""
+    return [search_request(prompt_ids, decode, run_seed, problem.id, node.id, "thought", index) for index in range(n)]
