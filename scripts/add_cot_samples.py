@@ -28,13 +28,14 @@ from seed_tot.cli.task_run import select_problems
 from seed_tot.errors import SeedTotError
 from seed_tot.models.loading import load_model
 from seed_tot.observe.comparison.runs import problem_of, read_jsonl, trace_of
-from seed_tot.scheduling.factory import make_executor
 from seed_tot.search import BFSConfig, search_class
+from seed_tot.values.rollout_engine import open_rollout_executor
 from seed_tot.values.rollouts import POOL_FILE, collect_chains, missing_chains
 from seed_tot_tasks import get_task
 
 POOL_TARGET = "default-target"
 IN_PROCESS = {"batched", "batched-lookup"}
+SERVER = "llama-cpp"  # a pool only: llama.cpp's server on the target's own weights file
 
 
 @click.command(help=__doc__.split("\n\n")[0])
@@ -42,8 +43,9 @@ IN_PROCESS = {"batched", "batched-lookup"}
 @click.option("--samples", type=int, default=4, show_default=True, help="sampled chains per problem in all (indices 1..N)")
 @click.option("--per-call", type=int, default=8, show_default=True, help="problems per executor call")
 @click.option("--dtype", default="auto", show_default=True, help="the run's --dtype (auto: as the CLI chooses)")
-@click.option("--method", type=click.Choice(sorted(IN_PROCESS)), default=None,
-              help="default: the run's own method when it is one of these (else batched); batched-lookup for a pool")
+@click.option("--method", type=click.Choice(sorted(IN_PROCESS | {SERVER})), default=None,
+              help="default: the run's own method when it is one of these (else batched); batched-lookup for a pool; "
+                   "llama-cpp (pools only) samples with llama.cpp's server on the target's GGUF file")
 @click.option("--task", default=None, help="a pool for problems without a tree run: the task of --start/--limit")
 @click.option("--data", type=click.Path(path_type=Path), default=None,
               help="a pool's data file (default: the task's bundled test problems)")
@@ -53,6 +55,8 @@ IN_PROCESS = {"batched", "batched-lookup"}
 def main(**options) -> None:
     args = SimpleNamespace(**options)
     try:
+        if args.method == SERVER and not args.task:
+            raise SeedTotError("--method llama-cpp samples pools only (--task): a run's samples come from its own method.")
         jobs, task, target_name = pool_jobs(args) if args.task else run_jobs(args)
         generate(args, jobs, task, target_name)
     except SeedTotError as error:
@@ -92,9 +96,19 @@ def generate(args, jobs, task, target_name: str) -> None:
         print(f"nothing to add: every problem holds {args.samples} samples")
         return
     target = load_model(target_name, dtype=args.dtype)
-    executor = make_executor(args.method, target, None)
-    collect_chains(args.run, task, jobs, args.samples, target, executor, args.per_call, args.method,
-                   store_problem=jobs[0][2], progress=False)
+    engine = "llama-cpp" if args.method == SERVER else "in-process"
+    rows = args.per_call * (args.samples + 1)
+    if engine == "in-process":
+        from seed_tot.scheduling.factory import make_executor
+
+        executor, record = make_executor(args.method, target, None), None
+    else:
+        executor, _, record = open_rollout_executor(engine, target_name, target, rows)
+    try:
+        collect_chains(args.run, task, jobs, args.samples, target, executor, args.per_call, args.method,
+                       store_problem=jobs[0][2], progress=False, engine=record)
+    finally:
+        executor.close()
     print(f"done: `seed-tot report {args.run}` votes with the samples")
 
 

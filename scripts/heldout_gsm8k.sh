@@ -39,6 +39,8 @@ FIRST=${HELDOUT_FIRST:-42}   # problem 43
 COUNT=${HELDOUT_COUNT:-58}   # to problem 100
 CHUNK=${HELDOUT_CHUNK:-10}
 CONCURRENCY=${HELDOUT_CONCURRENCY:-4}
+POOL_METHOD=${HELDOUT_POOL_METHOD:-batched-lookup}   # llama-cpp: the pool's chains from llama.cpp's server
+PER_CALL=${HELDOUT_PER_CALL:-4}
 mkdir -p "$OUT"
 LOCK="${TMPDIR:-/tmp}/heldout_gsm8k.$(echo "$PWD/$OUT" | md5sum | cut -c1-8).lock"
 exec 9>"$LOCK"
@@ -51,8 +53,9 @@ stamp() { echo "== $(date -u +%FT%TZ) $* | $(uptime)"; }
 
 pool() {  # pool SAMPLES
     mkdir -p "$OUT/cot-pool"
-    stamp "pool --samples $1" >>"$OUT/cot-pool/add_cot_samples.log"
-    python scripts/add_cot_samples.py "$OUT/cot-pool" --task gsm8k "${SELECT[@]}" --samples "$1" --per-call 4 \
+    stamp "pool --samples $1 --method $POOL_METHOD --per-call $PER_CALL" >>"$OUT/cot-pool/add_cot_samples.log"
+    python scripts/add_cot_samples.py "$OUT/cot-pool" --task gsm8k "${SELECT[@]}" --samples "$1" --per-call "$PER_CALL" \
+        --method "$POOL_METHOD" \
         >>"$OUT/cot-pool/add_cot_samples.log" 2>&1
 }
 

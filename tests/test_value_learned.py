@@ -195,3 +195,21 @@ def test_train_value_samples_rollouts_with_llama_cpp_on_the_same_weights(tmp_pat
     assert settings["executor"] == "llama-cpp" and settings["dtype"].endswith(".gguf")
     assert settings["engine"]["slots"] == 2 * 2 and settings["engine"]["threads"] >= 1
     assert all(len(r["samples"]) == 1 for r in rows)
+
+
+@pytest.mark.slow
+def test_a_test_pool_can_be_sampled_by_llama_cpp_and_records_the_engine(tmp_path):
+    script = Path(__file__).resolve().parent.parent / "scripts" / "add_cot_samples.py"
+    pool = tmp_path / "pool"
+    proc = subprocess.run([sys.executable, str(script), str(pool), "--task", "gsm8k", "--limit", "1", "--samples", "1",
+                           "--per-call", "1", "--target", "tiny", "--method", "llama-cpp"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = [json.loads(line) for line in (pool / "cot_samples.jsonl").read_text().splitlines()]
+    assert row["problem_id"] == "gsm8k-1" and row["greedy"] and len(row["samples"]) == 1
+    settings = row["settings"]
+    assert settings["executor"] == "llama-cpp" and settings["dtype"].endswith(".gguf")
+    assert settings["engine"]["slots"] == 1 * 2
+    refused = subprocess.run([sys.executable, str(script), str(pool), "--samples", "1", "--method", "llama-cpp"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "pools only" in refused.stderr

@@ -20,12 +20,9 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.scheduling.methods import IN_PROCESS_DEFAULT_METHOD, method_named
+from seed_tot.values.rollout_engine import ROLLOUT_METHODS, open_rollout_executor
 
 DEFAULT_LAYER_FRACTIONS = (0.25, 0.5, 0.75)
-# --rollout-engine: the method that samples the rollouts (the in-process default, or llama.cpp's server)
-ROLLOUT_METHODS = {"in-process": IN_PROCESS_DEFAULT_METHOD, "llama-cpp": "llama-cpp"}
-ROLLOUT_REQUEST_TIMEOUT_S = 24 * 3600.0
 L2_GRID = (0.01, 0.1, 1.0)
 
 
@@ -55,22 +52,6 @@ def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
         raise ConfigError(f"{path} holds {len(leaked)} of the task's test problems (e.g. {leaked[0]}): "
                           "a judge is trained on training problems only.")
     return problems[:count], Path(path)
-
-
-def open_rollout_executor(engine: str, target_name: str, target, rows: int) -> tuple:
-    """(executor, method name, engine record) for sampling rollouts. llama.cpp gets a slot for every
-    row in flight and all the cores, and no request timeout: on a busy machine a wide batch can take
-    longer than the task commands' timeout, and a retry would only start the chain again."""
-    method = ROLLOUT_METHODS[engine]
-    if method_named(method).engine:
-        from seed_tot.engines.setup import open_llama_cpp
-
-        run = open_llama_cpp(target_name, slots=rows, timeout=ROLLOUT_REQUEST_TIMEOUT_S)
-        keep = ("engine", "build", "xllamacpp", "model_file", "model_sha256", "threads", "slots", "ctx_per_slot", "sampler")
-        return run.executor, method, {k: v for k, v in run.engine.items() if k in keep}
-    from seed_tot.scheduling.factory import make_executor
-
-    return make_executor(method, target, None), method, None
 
 
 @click.command()

@@ -25,6 +25,7 @@ from seed_tot.observe.trace import jsonable
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import read_json_lines
 from seed_tot.search.base import SearchConfig, cot_requests
+from seed_tot.values.rollout_engine import engine_settings
 
 POOL_FILE = "cot_samples.jsonl"
 
@@ -58,21 +59,24 @@ def missing_chains(out_path: Path, jobs: list, samples: int) -> list:
 
 def collect_chains(pool: Path, task, jobs: list, samples: int, target, executor, per_call: int,
                    method: str, store_problem: bool, progress: bool = True,
-                   log: Callable[[str], None] = print) -> int:
+                   log: Callable[[str], None] = print, engine: dict | None = None) -> int:
     """Sample the pool's missing chains, `per_call` problems per executor call; returns the number of
-    problems that got new chains. `target` is the loaded target model (its tokenizer formats prompts)."""
+    problems that got new chains. `target` is the loaded target model (its tokenizer formats prompts);
+    `engine`: the server's record when a server samples the chains."""
     out_path = pool / POOL_FILE
     with hold_output(out_path):  # the lock lasts while this collection writes
-        return _collect(out_path, task, jobs, samples, target, executor, per_call, method, store_problem, progress, log)
+        return _collect(out_path, task, jobs, samples, target, executor, per_call, method, store_problem, progress, log,
+                        engine)
 
 
-def _collect(out_path: Path, task, jobs, samples, target, executor, per_call, method, store_problem, progress, log) -> int:
+def _collect(out_path: Path, task, jobs, samples, target, executor, per_call, method, store_problem, progress, log,
+             engine) -> int:
     todo = missing_chains(out_path, jobs, samples)
     if not todo:
         return 0
     formatter = PromptFormatter(target.tokenizer)
     config: SearchConfig = todo[0][1]
-    settings = pool_settings(task, target, config, samples, method)
+    settings = pool_settings(task, target, config, samples, method) | engine_settings(engine)
     started = time.perf_counter()
     bar = tqdm(total=len(todo), desc="rollouts", unit="problem", disable=not progress)
     for first in range(0, len(todo), per_call):
@@ -148,9 +152,7 @@ def collect_rollouts(pool: Path, task, problems: list, samples: int, target, exe
             return 0
         config = SearchConfig(cot_samples=samples, seed=seed)
         search = SelfConsistency(task, executor, PromptFormatter(target.tokenizer), config)
-        settings = pool_settings(task, target, config, samples, method, concurrency=concurrency)
-        if engine is not None:  # the engine's own weights file and settings, not the in-process dtype
-            settings.update(dtype=engine.get("model_file", "gguf"), engine=engine)
+        settings = pool_settings(task, target, config, samples, method, concurrency=concurrency) | engine_settings(engine)
         bar = tqdm(total=len(todo), desc="rollouts", unit="problem", disable=not progress)
         with out_path.open("a") as handle:
             for result in solve_many(search.steps, todo, executor, concurrency, continuous=True):
