@@ -101,7 +101,7 @@ def test_engine_records_name_builders_that_start_or_connect_to_a_server():
 
     assert METHODS["llama-cpp"].builder() is start_llama_cpp and METHODS["server"].builder() is connect_server
     assert all(METHODS[name].continuous_batching == hasattr(ServerExecutor, "session") for name in ENGINES)
-    assert all(not METHODS[name].can_score and not METHODS[name].learned_values for name in ENGINES)
+    assert all(not METHODS[name].can_score for name in ENGINES)
     with pytest.raises(ConfigError, match="runs on an inference server"):
         make_executor("server", object())
 

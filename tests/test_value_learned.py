@@ -133,7 +133,7 @@ def seed_tot(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_cli_refusals_come_before_any_model_loads(tmp_path):
-    proc = seed_tot("gsm8k", "--tiny", "--method", "llama-cpp", "--value-mode", "learned", "--out", str(tmp_path / "a"))
+    proc = seed_tot("gsm8k", "--tiny", "--ray", "127.0.0.1:1", "--value-mode", "learned", "--out", str(tmp_path / "a"))
     assert proc.returncode != 0 and "reads the target's hidden states in this process" in proc.stderr
     assert "Traceback" not in proc.stderr
     proc = seed_tot("gsm8k", "--tiny", "--value-model", "x.safetensors", "--out", str(tmp_path / "b"))
@@ -213,3 +213,20 @@ def test_a_test_pool_can_be_sampled_by_llama_cpp_and_records_the_engine(tmp_path
     refused = subprocess.run([sys.executable, str(script), str(pool), "--samples", "1", "--method", "llama-cpp"],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0 and "pools only" in refused.stderr
+
+
+@pytest.mark.slow
+def test_a_learned_judge_rates_the_states_of_a_run_that_decodes_on_llama_cpp(tmp_path):
+    from seed_tot.models.loading import load_model
+
+    head = tiny_value_head(load_model("tiny-target"), tmp_path / "h.safetensors")
+    out = tmp_path / "run"
+    proc = seed_tot("gsm8k", "--tiny", "--method", "llama-cpp", "--limit", "1", "--cot-samples", "0",
+                    "--value-mode", "learned", "--value-model", str(head), "--vote-weight", "value",
+                    "--thought-mode", "line", "--depth", "2", "--max-new-tokens", "6", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    trace = json.loads(Path(record["trace_path"]).read_text())
+    assert trace["config"]["engine"]["engine"] == "llama.cpp" and trace["config"]["value_head"]["id"] == "tiny-head"
+    assert any(n["value"] is not None for n in trace["nodes"][1:])
+    assert json.loads((out / "runs.jsonl").read_text().splitlines()[-1])["judge"]["tokens_read"] > 0

@@ -139,11 +139,11 @@ def with_task_defaults(config: RunConfig, task) -> RunConfig:
 
 
 def check_learned_judge(config: RunConfig) -> None:
-    """--value-mode learned needs the target's hidden states in this process; --value-model needs it."""
-    if config.value_mode == "learned" and (not config.method_info.learned_values or config.on_ray):
-        raise ConfigError(f"--value-mode learned reads the target's hidden states in this process, which --method "
-                          f"{config.method}{' with --ray' if config.on_ray else ''} does not hold: use an "
-                          "in-process method such as batched-lookup, or --value-mode logits.")
+    """--value-mode learned reads the target's hidden states in this process (beside an engine it
+    loads the target's lower layers itself), which Ray actors do not return; --value-model needs it."""
+    if config.value_mode == "learned" and config.on_ray:
+        raise ConfigError("--value-mode learned reads the target's hidden states in this process, which --ray's "
+                          "actors do not send back: drop --ray, or use --value-mode logits.")
     if config.value_model is not None and config.value_mode != "learned":
         raise ConfigError("--value-model applies to --value-mode learned: add it, or drop --value-model.")
 

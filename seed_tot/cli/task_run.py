@@ -266,9 +266,9 @@ def run_task(task_name: str, config: RunConfig) -> None:
         verdict_tokens(task, formatter)  # refuses verdict words this tokenizer cannot tell apart, before any search
     judge = None
     if config.value_mode == "learned":
-        from seed_tot.values.judge import LearnedJudge, judge_record, judge_totals
+        from seed_tot.values.judge import judge_record, judge_totals, load_judge
 
-        judge = LearnedJudge.load(loaded.target, config.value_model)
+        judge = load_judge(loaded.target, config.target_name, config.dtype, config.device, config.value_model)
         extra_config["value_head"] = judge_record(judge, config.value_model)
     interrupted = False
     search = search_cls(task, loaded.executor, formatter, search_config, judge=judge)

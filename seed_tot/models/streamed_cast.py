@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -38,12 +39,15 @@ def needs_streamed_cast(model_dir: Path, dtype: torch.dtype) -> bool:
     return bool(kinds) and kinds <= set(STORED_DTYPES) and {STORED_DTYPES[k] for k in kinds} != {dtype}
 
 
-def read_cast(model_dir: Path, dtype: torch.dtype):
-    """Every tensor of the folder's safetensors, cast to `dtype` as it is read: (name, tensor)."""
+def read_cast(model_dir: Path, dtype: torch.dtype, keep: Callable[[str], bool] | None = None):
+    """Every tensor of the folder's safetensors (or those whose names `keep` accepts), cast to
+    `dtype` as it is read: (name, tensor)."""
     for path in sorted(Path(model_dir).glob("*.safetensors")):
         header, data_start = safetensors_header(path)
         with path.open("rb") as handle:
             for name, entry in header.items():
+                if keep is not None and not keep(name):
+                    continue
                 start, end = entry["data_offsets"]
                 handle.seek(data_start + start)
                 raw = torch.empty(end - start, dtype=torch.uint8)

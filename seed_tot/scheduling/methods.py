@@ -76,11 +76,6 @@ class Method:
         return not self.engine
 
     @property
-    def learned_values(self) -> bool:
-        """A value head can read the target's hidden states (--value-mode learned)."""
-        return self.in_process
-
-    @property
     def memory_bounded(self) -> bool:
         """Its rows and prefix cache are sized to the memory budget (--max-memory)."""
         return "max_kv_tokens" in self.settings

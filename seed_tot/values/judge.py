@@ -41,16 +41,27 @@ class LearnedJudge:
     @classmethod
     def load(cls, target: ModelRunner, path: str | Path | None = None) -> LearnedJudge:
         """The head at `path` (default: the one shipped for this target), refused for another target."""
-        fingerprint = weights_fingerprint(target.model)
-        if path is None:
-            path = packaged_head(fingerprint)
-            if path is None:
-                raise ConfigError(
-                    f"No value head ships for {target.name!r}: train one with `seed-tot train value --target "
-                    f"{target.name}` and pass --value-model OUT/value_head.safetensors."
-                )
-        head = load_head(Path(path), target.name, fingerprint)
-        return cls(head, target)
+        return cls(_head_for(target.name, weights_fingerprint(target.model), path), target)
+
+    @classmethod
+    def beside_engine(cls, target_name: str, dtype: str = "auto", device: str = "auto",
+                      path: str | Path | None = None) -> LearnedJudge:
+        """A judge for a run whose model decodes in an engine (llama.cpp, a server): it loads the
+        target's layers up to the head's, for reading only (seed_tot/models/reading_target.py). A
+        target with no saved model folder (a .gguf file, a hub id, the tiny test models) loads whole."""
+        from seed_tot.models.loading import load_model, load_tokenizer, local_model_dir, resolve_device, resolve_dtype
+        from seed_tot.models.reading_target import fill_layers, move_loaded, skeleton_for_reading
+
+        folder = local_model_dir(target_name)
+        if folder is None:
+            return cls.load(load_model(target_name, dtype=dtype, device=device), path)
+        torch_device = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, torch_device, target_name)
+        model = skeleton_for_reading(folder, torch_dtype)
+        head = _head_for(target_name, weights_fingerprint(model), path)
+        fill_layers(model, folder, torch_dtype, max(head.layers))
+        move_loaded(model, torch_device)
+        return cls(head, ModelRunner(model, load_tokenizer(target_name), name=target_name))
 
     @property
     def head_id(self) -> str:
@@ -74,11 +85,36 @@ class LearnedJudge:
         return [float(head.probability(f[:, layers.index(head.layer)])[0]) for head, f in zip(heads, features, strict=True)]
 
 
+def _head_for(target_name: str, fingerprint: str, path: str | Path | None) -> ValueHead:
+    """The head at `path` (default: the one shipped for these weights), refused for another target."""
+    if path is None:
+        path = packaged_head(fingerprint)
+        if path is None:
+            raise ConfigError(
+                f"No value head ships for {target_name!r}: train one with `seed-tot train value --target "
+                f"{target_name}` and pass --value-model OUT/value_head.safetensors."
+            )
+    return load_head(Path(path), target_name, fingerprint)
+
+
+def load_judge(target: ModelRunner | None, target_name: str, dtype: str, device: str,
+               path: str | Path | None) -> LearnedJudge:
+    """A run's judge: on its loaded target, or beside its engine when the run loaded none."""
+    if target is not None:
+        return LearnedJudge.load(target, path)
+    return LearnedJudge.beside_engine(target_name, dtype, device, path)
+
+
 def judge_record(judge: LearnedJudge, path: str | None) -> dict:
     """What a trace records of the judge a run used."""
     steps = judge.head.steps
+    from seed_tot.models.reading_target import loaded_values
+
+    model = judge.reader.target.model
     return {"id": judge.head_id, "path": str(path or "packaged"), "layer": judge.head.layer,
-            "steps_layer": steps.layer if steps else None}
+            "steps_layer": steps.layer if steps else None, "reads_with": judge.reader.target.name,
+            "dtype": str(judge.reader.target.dtype).removeprefix("torch."),
+            "weights_loaded": round(loaded_values(model) / sum(p.numel() for p in model.parameters()), 3)}
 
 
 def judge_totals(judge: LearnedJudge) -> dict:

@@ -65,9 +65,10 @@ class ApiService:
         self.extra_config = {**loaded.trace_config, "server": "seed-tot api", "run": self.config.recorded()}
         self.judge = None
         if self.config.value_mode == "learned":
-            from seed_tot.values.judge import LearnedJudge, judge_record
+            from seed_tot.values.judge import judge_record, load_judge
 
-            self.judge = LearnedJudge.load(loaded.target, self.config.value_model)
+            self.judge = load_judge(loaded.target, self.config.target_name, self.config.dtype, self.config.device,
+                                    self.config.value_model)
             self.extra_config["value_head"] = judge_record(self.judge, self.config.value_model)
         self.driver = TreeDriver(self.executor, self.config.concurrency, finish=self._finish,
                                  continuous=self.config.batching == "continuous", max_queue=max_queue)
