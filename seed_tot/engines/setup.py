@@ -137,7 +137,8 @@ def open_llama_cpp(target: str, draft: str | None = None, slots: int | None = No
 
     info.record.update(xllamacpp=xllamacpp.__version__, started_by="seed-tot", draft_file=draft_file,
                        draft_sha256=_sha(draft_file), ctx_per_slot=ctx_per_slot, threads=threads,
-                       slots=slots, threads_rule="--threads" if threads_given else "cores available")
+                       slots=slots, threads_rule="--threads" if threads_given else "cores available",
+                       cache_prompt=True)  # every request asks for the prompt cache (llama_api.completion_body)
     executor = ServerExecutor(info, tokenizer, parallel=slots, timeout=timeout, retries=retries,
                               name="llama-cpp" + ("+draft" if draft else ""), on_close=server.close)
     executor.server = server
