@@ -140,24 +140,30 @@ def test_cli_refusals_come_before_any_model_loads(tmp_path):
     assert proc.returncode != 0 and "--value-model applies to --value-mode learned" in proc.stderr
 
 
-@pytest.mark.slow
-def test_cli_run_with_a_learned_judge_records_the_head_and_the_values(tmp_path):
+def learned_line_run(tmp_path: Path, *options: str) -> dict:
+    """A one-problem line-mode run of the tiny pair with a random head, checked; returns its trace."""
     from seed_tot.models.loading import load_model
 
     head = tiny_value_head(load_model("tiny-target"), tmp_path / "h.safetensors")
     out = tmp_path / "run"
-    proc = seed_tot("gsm8k", "--tiny", "--limit", "1", "--cot-samples", "2", "--value-mode", "learned",
-                    "--value-model", str(head), "--vote-weight", "value", "--thought-mode", "line", "--depth", "3",
-                    "--max-new-tokens", "6", "--out", str(out))
+    proc = seed_tot("gsm8k", "--tiny", "--limit", "1", "--value-mode", "learned", "--value-model", str(head),
+                    "--vote-weight", "value", "--thought-mode", "line", "--max-new-tokens", "6", *options,
+                    "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
     trace = json.loads(Path(record["trace_path"]).read_text())
     assert trace["config"]["value_head"]["id"] == "tiny-head"
-    assert trace["config"]["search"]["vote_weight"] == "value"
-    assert trace["config"]["search"]["thought_mode"] == "line"
     assert any(n["value"] is not None for n in trace["nodes"][1:])
     totals = json.loads((out / "runs.jsonl").read_text().splitlines()[-1])
     assert totals["judge"]["tokens_read"] > 0 and "judge:" in proc.stdout
+    return trace
+
+
+@pytest.mark.slow
+def test_cli_run_with_a_learned_judge_records_the_head_and_the_values(tmp_path):
+    trace = learned_line_run(tmp_path, "--cot-samples", "2", "--depth", "3")
+    assert trace["config"]["search"]["vote_weight"] == "value"
+    assert trace["config"]["search"]["thought_mode"] == "line"
     other = tmp_path / "other.safetensors"
     draft_head = ValueHead(layer=1, mean=torch.zeros(64), scale=torch.ones(64), weight=torch.zeros(64), bias=0.0,
                            meta={"target": "someone-else", "target_fingerprint": "0" * 16})
@@ -217,16 +223,5 @@ def test_a_test_pool_can_be_sampled_by_llama_cpp_and_records_the_engine(tmp_path
 
 @pytest.mark.slow
 def test_a_learned_judge_rates_the_states_of_a_run_that_decodes_on_llama_cpp(tmp_path):
-    from seed_tot.models.loading import load_model
-
-    head = tiny_value_head(load_model("tiny-target"), tmp_path / "h.safetensors")
-    out = tmp_path / "run"
-    proc = seed_tot("gsm8k", "--tiny", "--method", "llama-cpp", "--limit", "1", "--cot-samples", "0",
-                    "--value-mode", "learned", "--value-model", str(head), "--vote-weight", "value",
-                    "--thought-mode", "line", "--depth", "2", "--max-new-tokens", "6", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
-    trace = json.loads(Path(record["trace_path"]).read_text())
-    assert trace["config"]["engine"]["engine"] == "llama.cpp" and trace["config"]["value_head"]["id"] == "tiny-head"
-    assert any(n["value"] is not None for n in trace["nodes"][1:])
-    assert json.loads((out / "runs.jsonl").read_text().splitlines()[-1])["judge"]["tokens_read"] > 0
+    trace = learned_line_run(tmp_path, "--method", "llama-cpp", "--cot-samples", "0", "--depth", "2")
+    assert trace["config"]["engine"]["engine"] == "llama.cpp"
