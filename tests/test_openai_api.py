@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -126,6 +127,22 @@ def test_raw_stream_ends_with_done(server):
     assert events[-1]["choices"][0]["finish_reason"] == "stop"
 
 
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_gets_the_raw_shapes(server):
+    """The README's curl call: a chat completion and the model list, as a shell user sends them."""
+    body = json.dumps({"model": "gsm8k/self-consistency", "messages": [{"role": "user", "content": "What is 3 plus 4?"}],
+                       "max_tokens": 8, "seed": 2})
+    chat = subprocess.run(["curl", "-sS", "-H", "Content-Type: application/json", "-d", body,
+                           server.url + "/v1/chat/completions"], capture_output=True, text=True, timeout=120)
+    assert chat.returncode == 0, chat.stderr
+    reply = json.loads(chat.stdout)
+    assert reply["object"] == "chat.completion" and reply["choices"][0]["message"]["role"] == "assistant"
+    assert reply["usage"]["completion_tokens"] > 0 and reply["seed_tot"]["trace_id"]
+    models = json.loads(subprocess.run(["curl", "-sS", server.url + "/v1/models"], capture_output=True, text=True,
+                                       timeout=30).stdout)
+    assert models["object"] == "list" and "gsm8k/self-consistency" in {m["id"] for m in models["data"]}
+
+
 @pytest.mark.parametrize("path,body,status,param", [
     ("/v1/chat/completions", {"model": "nope/bfs", "messages": [{"role": "user", "content": "1+1?"}]}, 404, "model"),
     ("/v1/chat/completions", {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "1+1?"}],
@@ -162,7 +179,7 @@ def test_malformed_json_and_unknown_trace(server):
 
 
 def test_many_users_share_one_batch_and_each_answer_is_its_own(server):
-    questions = [f"Ann has {i} pens and gets {i + 3} more. How many pens does she have?" for i in range(32)]
+    questions = [f"Ann has {i} pens and gets {i + 3} more. How many pens does she have?" for i in range(64)]
     models = ["gsm8k/self-consistency", "gsm8k/bfs"]
 
     def ask(index: int) -> tuple[str, dict]:
@@ -173,7 +190,7 @@ def test_many_users_share_one_batch_and_each_answer_is_its_own(server):
         return questions[index], reply.json()
 
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=12) as pool:
+    with ThreadPoolExecutor(max_workers=16) as pool:
         replies = list(pool.map(ask, range(len(questions))))
     assert time.monotonic() - started < 120
     widest = 0
