@@ -129,7 +129,7 @@ def test_raw_stream_ends_with_done(server):
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_curl_gets_the_raw_shapes(server):
-    """The README's curl call: a chat completion and the model list, as a shell user sends them."""
+    """The curl call of docs/api_server.md: a chat completion and the model list, as a shell user sends them."""
     body = json.dumps({"model": "gsm8k/self-consistency", "messages": [{"role": "user", "content": "What is 3 plus 4?"}],
                        "max_tokens": 8, "seed": 2})
     chat = subprocess.run(["curl", "-sS", "-H", "Content-Type: application/json", "-d", body,
