@@ -16,15 +16,14 @@ from pathlib import Path
 import torch
 
 from seed_tot.models.streamed_cast import read_cast
+from seed_tot.runtime.hidden import decoder_layers
 
 
 def _decoder_layers_prefix(model) -> tuple[str, int]:
     """(qualified name of the decoder's layer list, its length): e.g. ("model.layers", 28)."""
-    layers = getattr(model.get_decoder(), "layers", None)
-    for name, module in model.named_modules():
-        if module is layers:
-            return name, len(layers)
-    raise ValueError(f"{type(model).__name__} keeps no list of decoder layers (model.get_decoder().layers).")
+    layers = decoder_layers(model)
+    name = next(name for name, module in model.named_modules() if module is layers)
+    return name, len(layers)
 
 
 def _embedding_names(model) -> set[str]:
@@ -32,11 +31,9 @@ def _embedding_names(model) -> set[str]:
     return {f"{name}.weight" for name, module in model.named_modules() if module is embeddings}
 
 
-def _fill(model, model_dir: Path, dtype: torch.dtype, wanted) -> int:
-    """Assign the saved tensors whose names `wanted` accepts; returns how many."""
-    tensors = {name: tensor for name, tensor in read_cast(model_dir, dtype, keep=wanted)}
-    model.load_state_dict(tensors, strict=False, assign=True)
-    return len(tensors)
+def _fill(model, model_dir: Path, dtype: torch.dtype, wanted) -> None:
+    """Assign the saved tensors whose names `wanted` accepts."""
+    model.load_state_dict(dict(read_cast(model_dir, dtype, keep=wanted)), strict=False, assign=True)
 
 
 def skeleton_for_reading(model_dir: str | Path, dtype: torch.dtype):

@@ -20,10 +20,10 @@ class _Reached(Exception):
 
 
 def decoder_layer_count(model: PreTrainedModel) -> int:
-    return len(_decoder_layers(model))
+    return len(decoder_layers(model))
 
 
-def _decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
+def decoder_layers(model: PreTrainedModel) -> torch.nn.ModuleList:
     layers = getattr(model.get_decoder(), "layers", None)
     if not isinstance(layers, torch.nn.ModuleList):
         raise ConfigError(
@@ -42,7 +42,7 @@ def layer_states(
     (B, q) with a 2-D `attention_mask` (1 = token, 0 = pad). Positions count from 0 in every row, or
     from the length of `past`, a cache every row continues (e.g. a shared prompt's, from
     `prompt_cache`); its positions are all real tokens. `past` is extended in place."""
-    blocks = _decoder_layers(model)
+    blocks = decoder_layers(model)
     if not layers or min(layers) < 1 or max(layers) > len(blocks):
         raise ConfigError(f"Judge layers {layers} are outside 1..{len(blocks)} for this model: pick layers it has.")
     deepest = max(layers)
