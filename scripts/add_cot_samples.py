@@ -96,14 +96,13 @@ def generate(args, jobs, task, target_name: str) -> None:
         print(f"nothing to add: every problem holds {args.samples} samples")
         return
     target = load_model(target_name, dtype=args.dtype)
-    engine = "llama-cpp" if args.method == SERVER else "in-process"
-    rows = args.per_call * (args.samples + 1)
-    if engine == "in-process":
+    if args.method == SERVER:
+        rows = args.per_call * (args.samples + 1)
+        executor, _, record = open_rollout_executor("llama-cpp", target_name, target, rows)
+    else:
         from seed_tot.scheduling.factory import make_executor
 
         executor, record = make_executor(args.method, target, None), None
-    else:
-        executor, _, record = open_rollout_executor(engine, target_name, target, rows)
     try:
         collect_chains(args.run, task, jobs, args.samples, target, executor, args.per_call, args.method,
                        store_problem=jobs[0][2], progress=False, engine=record)
