@@ -26,10 +26,9 @@ import click
 
 from seed_tot.cli.task_run import select_problems
 from seed_tot.errors import SeedTotError
-from seed_tot.models.loading import load_model
 from seed_tot.observe.comparison.runs import problem_of, read_jsonl, trace_of
 from seed_tot.search import BFSConfig, search_class
-from seed_tot.values.rollout_engine import open_rollout_executor
+from seed_tot.values.rollout_engine import load_rollout_target, open_rollout_executor
 from seed_tot.values.rollouts import POOL_FILE, collect_chains, missing_chains
 from seed_tot_tasks import get_task
 
@@ -95,7 +94,7 @@ def generate(args, jobs, task, target_name: str) -> None:
     if not missing_chains(args.run / POOL_FILE, jobs, args.samples):
         print(f"nothing to add: every problem holds {args.samples} samples")
         return
-    target = load_model(target_name, dtype=args.dtype)
+    target = load_rollout_target(target_name, args.dtype, "llama-cpp" if args.method == SERVER else "in-process")
     if args.method == SERVER:
         rows = args.per_call * (args.samples + 1)
         executor, _, record = open_rollout_executor("llama-cpp", target_name, target, rows)

@@ -3,13 +3,16 @@ calibration, the reranking rules against self-consistency at each K, and a learn
 
     python scripts/judge_pool.py results/heldout-gsm8k-43-100/cot-pool --train runs/value-gsm8k \
         [--curve 25,50,100,200,400] [--report results/value-gsm8k/heldout_report]
+    python scripts/judge_pool.py results/heldout-gsm8k-101-160/cot-pool --head seed_tot/values/heads/HEAD.safetensors
 
 --train is a `seed-tot train value --out` folder: its value_head.safetensors is measured, and its
 features (features-<dtype>/) give the learning curve: heads fit with the head's own layer, penalty
-and scope on the first N training problems (in the training file's order). The pool's features are
-read once with the same target, dtype and layers and kept in TRAIN/heldout-features-<dtype>/
-(resumable). Writes REPORT.md and REPORT.json; the pool's chains are test problems and are never
-trained on (refused if any pool problem is among the training problems).
+and scope on the first N training problems (in the training file's order). --head measures a head
+file alone (the packaged one, say): no learning curve. The pool's features are read once with the
+target, dtype and layers the head names and kept in TRAIN/heldout-features-<dtype>/, or without
+--train in runs/judge-features/<pool>-<dtype>/ (resumable). Writes REPORT.md and REPORT.json; the
+pool's chains are test problems and are never trained on (refused if any pool problem is among the
+head's training problems).
 """
 
 from __future__ import annotations
@@ -31,19 +34,27 @@ def line_number(problem_id: str) -> int:
 
 @click.command()
 @click.argument("pool", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--train", "train_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--train", "train_dir", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A `seed-tot train value --out` folder: its head is measured, its features give the learning curve.")
+@click.option("--head", "head_path", default=None, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A head file to measure (default: TRAIN/value_head.safetensors).")
 @click.option("--curve", default="25,50,100,200,400", show_default=True, help="Training problem counts.")
 @click.option("--samples", type=int, default=None, help="Use the greedy chain and samples 1..N only (default: all).")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Report path without suffix (default POOL/judge_report).")
-def main(pool: Path, train_dir: Path, curve: str, samples: int | None, report: Path | None) -> None:
+def main(pool: Path, train_dir: Path | None, head_path: Path | None, curve: str, samples: int | None,
+         report: Path | None) -> None:
+    if train_dir is None and head_path is None:
+        raise click.UsageError("Give --train (a `seed-tot train value --out` folder) or --head (a head file).")
     try:
-        run(pool, train_dir, [int(n) for n in curve.split(",") if n.strip()], samples, report or pool / "judge_report")
+        run(pool, train_dir, head_path or train_dir / "value_head.safetensors",
+            [int(n) for n in curve.split(",") if n.strip()], samples, report or pool / "judge_report")
     except SeedTotError as error:
         raise click.ClickException(str(error)) from None
 
 
-def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, report: Path) -> None:
+def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], samples: int | None,
+        report: Path) -> None:
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.models.loading import load_model
     from seed_tot.observe.comparison import bundled_loader, pool_chains
@@ -51,23 +62,24 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head
     from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
-    from seed_tot.values.training import fit_head, judge_metrics, predict
+    from seed_tot.values.training import judge_metrics, predict
     from seed_tot_tasks import get_task
 
-    head = load_head(train_dir / "value_head.safetensors")
+    head = load_head(head_path)
     train_ids = set(head.meta["train_problem_ids"])
     items = chains_of_pool(pool, get_task, samples)
     leaked = [item.problem_id for item in items if item.problem_id in train_ids]
     if leaked:
         raise SeedTotError(f"{pool} holds problems the head was trained on ({leaked[0]}): measure on held-out problems.")
-    train_store_dir = next(train_dir.glob("features-*"))
-    train_settings = json.loads((train_store_dir / "features.json").read_text())
-    target = load_model(train_settings["target"], dtype=train_settings["dtype"])
-    settings = feature_settings(target, weights_fingerprint(target.model), tuple(train_settings["layers"]))
-    if settings != train_settings:
-        raise SeedTotError(f"This machine loads {train_settings['target']} differently from the training features "
-                           f"({settings} against {train_settings}).")
-    store = FeatureStore(train_dir / f"heldout-features-{settings['dtype']}", settings)
+    head_features = {key: head.meta[key] for key in ("target", "target_fingerprint", "dtype", "layers", "feature_rule")}
+    target = load_model(head_features["target"], dtype=head_features["dtype"])
+    settings = feature_settings(target, weights_fingerprint(target.model), tuple(head_features["layers"]))
+    if settings != head_features:
+        raise SeedTotError(f"This machine loads {head_features['target']} differently from the head's training features "
+                           f"({settings} against {head_features}).")
+    features_dir = (train_dir / f"heldout-features-{settings['dtype']}" if train_dir is not None
+                    else Path("runs/judge-features") / f"{pool.resolve().parent.name}-{pool.name}-{settings['dtype']}")
+    store = FeatureStore(features_dir, settings)
     started = time.perf_counter()
     reader = FeatureReader(target, tuple(settings["layers"]))
     extract(store, reader, items)
@@ -88,8 +100,20 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
         rated[pid] = (pairs, chains.correct, [0] * len(pairs))
     table = rerank_table(rated, f"the learned judge ({head.head_id})", RERANK_K)
     table += [""] + cheaper_than_voting(rated, pool_chains(pool, get_task, bundled_loader()))
-    # learning curve: the same settings, the first n training problems
-    train = FeatureStore(train_store_dir, train_settings).table()
+    found["learning_curve"] = learning_curve(train_dir, head, curve, test) if train_dir is not None else []
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
+    report.with_suffix(".md").write_text(markdown(found, table) + "\n")
+    click.echo(markdown(found, table))
+
+
+def learning_curve(train_dir: Path, head, curve: list[int], test) -> list[dict]:
+    """Heads fit with the head's layer, penalty and scope on the first n training problems, measured on `test`."""
+    from seed_tot.values.store import FeatureStore
+    from seed_tot.values.training import fit_head, judge_metrics, predict
+
+    train_store_dir = next(train_dir.glob("features-*"))
+    train = FeatureStore(train_store_dir, json.loads((train_store_dir / "features.json").read_text())).table()
     order = sorted(train.problem_ids(), key=line_number)
     rows = []
     for n in [n for n in curve if n <= len(order)] + ([len(order)] if len(order) not in curve else []):
@@ -101,11 +125,7 @@ def run(pool: Path, train_dir: Path, curve: list[int], samples: int | None, repo
         rows.append({"train_problems": n, **{k: metrics[k] for k in ("chain_auroc_within", "state_auroc_within",
                                                                      "step_auroc_within", "chain_auroc_pooled",
                                                                      "brier_chains", "ece_states")}})
-    found["learning_curve"] = rows
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
-    report.with_suffix(".md").write_text(markdown(found, table) + "\n")
-    click.echo(markdown(found, table))
+    return rows
 
 
 def head_settings(head) -> dict:
@@ -154,6 +174,8 @@ def markdown(found: dict, table: list[str]) -> str:
     lines += ["", "Calibration (states): " + "; ".join(
         f"{b['range'][0]:.1f}-{b['range'][1]:.1f}: {b['predicted']:.2f} predicted, {b['observed']:.2f} observed ({b['count']})"
         for b in held["calibration_states"]), "", "## Reranking the sampled chains", ""] + table
+    if not found["learning_curve"]:
+        return "\n".join(lines)
     lines += ["", "## Learning curve (held-out, same layer / penalty / scope)", "",
               "| training problems | chain AUROC within | state AUROC within | step AUROC within | chain AUROC pooled | Brier (chains) | ECE (states) |",
               "|---|---|---|---|---|---|---|"]

@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.values.rollout_engine import ROLLOUT_METHODS, open_rollout_executor
+from seed_tot.values.rollout_engine import ROLLOUT_METHODS, load_rollout_target, open_rollout_executor
 
 DEFAULT_LAYER_FRACTIONS = (0.25, 0.5, 0.75)
 L2_GRID = (0.01, 0.1, 1.0)
@@ -88,7 +88,6 @@ def value(task_name, target, dtype, data, problems, samples, concurrency, out, p
 def _train(task_name, target_name, dtype, data, count, samples, concurrency, out, pool, layers_text, collect,
            collect_only, seed, rollout_engine="in-process"):
     from seed_tot.models.fingerprint import weights_fingerprint
-    from seed_tot.models.loading import load_model
     from seed_tot.runtime.hidden import decoder_layer_count
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
@@ -98,7 +97,8 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     if task.cot_prompt is None:
         raise ConfigError(f"Task {task_name!r} has no chain-of-thought prompt, so it has no rollouts to learn from.")
     problems, data_path = training_problems(task, data, count)
-    target = load_model(target_name, dtype=dtype)
+    # the features need the weights here; rollouts alone from an engine need only the tokenizer
+    target = load_rollout_target(target_name, dtype, rollout_engine if collect_only else "in-process")
     if collect:
         from seed_tot.values.rollouts import collect_rollouts
 

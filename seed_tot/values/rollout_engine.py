@@ -3,11 +3,35 @@ weights file (the same model; on a CPU without native 16-bit arithmetic several 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from seed_tot.scheduling.methods import IN_PROCESS_DEFAULT_METHOD, method_named
 
 ROLLOUT_METHODS = {"in-process": IN_PROCESS_DEFAULT_METHOD, "llama-cpp": "llama-cpp"}
 ROLLOUT_REQUEST_TIMEOUT_S = 24 * 3600.0
 ENGINE_RECORD = ("engine", "build", "xllamacpp", "model_file", "model_sha256", "threads", "slots", "ctx_per_slot", "sampler")
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """What rollouts need of a target that an engine runs: its name and the tokenizer that formats the
+    prompts. No weights in this process; the pool rows record the engine's weights file instead."""
+
+    name: str
+    tokenizer: object
+    dtype: str = "gguf"
+
+
+def load_rollout_target(target_name: str, dtype: str, engine: str):
+    """The target for sampling chains: loaded for the in-process engine, its tokenizer alone for an engine
+    that holds the weights itself (a float32 1.5B target would take ~7 GB for nothing)."""
+    if method_named(ROLLOUT_METHODS[engine]).engine:
+        from seed_tot.models.loading import load_tokenizer
+
+        return EngineTarget(target_name, load_tokenizer(target_name))
+    from seed_tot.models.loading import load_model
+
+    return load_model(target_name, dtype=dtype)
 
 
 def open_rollout_executor(engine: str, target_name: str, target, rows: int) -> tuple:
