@@ -1,5 +1,5 @@
 """`seed-tot api` on the tiny pair: the official openai client, raw shapes, a bounded load test
-(every answer from its own tree), bad requests, the API key, a client that goes away, SIGTERM."""
+(every answer from its own tree), bad requests, the API key, a client that goes away, SIGTERM and Ctrl-C."""
 
 from __future__ import annotations
 
@@ -316,7 +316,8 @@ def test_api_key_is_required_when_set(server):
         keyed.stop(close_service=False)
 
 
-def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stop_signal_finishes_the_request_in_flight_and_exits_0(tmp_path, stop):
     port = free_port()
     command = [sys.executable, "-m", "seed_tot", "api", "--tiny", "--dtype", "float32", "--port", str(port),
                "--out", str(tmp_path), "--thoughts", "2", "--depth", "2", "--value-samples", "1",
@@ -347,7 +348,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
         asker = threading.Thread(target=ask)
         asker.start()
         time.sleep(0.3)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(stop)
         asker.join(60)
         assert process.wait(60) == 0
     finally:
