@@ -104,6 +104,18 @@ def test_a_packed_tiny_model_gives_the_plain_models_logits():
 
 
 @needs_packing
+def test_the_memory_plan_counts_packed_weights_as_the_plain_ones():
+    from seed_tot.scheduling.memory import model_weight_bytes, plan_for_models
+
+    _, model, tokenizer = build_tiny_pair(seed=3, dtype=torch.bfloat16)
+    packed_model = copy.deepcopy(model)
+    pack_linear_layers(packed_model)
+    assert model_weight_bytes(packed_model) == model_weight_bytes(model)  # a packed weight has no storage pointer
+    plan = plan_for_models(8 << 30, ModelRunner(packed_model, tokenizer, "packed"), None, 64)
+    assert plan.prefix_cache_mb > 0
+
+
+@needs_packing
 def test_load_model_packs_bfloat16_only_and_obeys_the_switch(monkeypatch):
     assert load_model("tiny-target", dtype="bfloat16").packed_layers > 0
     assert load_model("tiny-target", dtype="float16").packed_layers == 0

@@ -64,7 +64,7 @@ class PackedLinear(torch.nn.Module):
         self.in_features = linear.in_features
         self.out_features = linear.out_features
         self.register_buffer("packed_weight", _pack(linear.weight), persistent=False)
-        self.bias = None if linear.bias is None else linear.bias.detach()
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         leading = x.shape[:-1]

@@ -97,7 +97,8 @@ def model_weight_bytes(model) -> int:
     tensors = list(model.parameters()) + list(model.buffers())
     seen, total = set(), 0
     for tensor in tensors:  # tied weights (embeddings = lm_head) count once
-        key = tensor.data_ptr()
+        # a weight packed for oneDNN (bfloat16 CPUs) has no storage to share: it is its own
+        key = ("packed", id(tensor)) if tensor.is_mkldnn else tensor.data_ptr()
         if key not in seen:
             seen.add(key)
             total += tensor.numel() * tensor.element_size()
