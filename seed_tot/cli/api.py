@@ -82,7 +82,7 @@ def api(host: str, port: int, api_key: str | None, concurrency: int | None, max_
     if api_key is None and host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"warning: listening on {host} without --api-key: anyone who reaches this port can use it", err=True)
     click.echo("loading models ...", err=True)
-    service = ApiService(config, out_dir, max_queue=max_queue)
+    service = ApiService(config, out_dir, max_queue=max_queue, own_thread=False)
     click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.config.method}, concurrency "
                f"{service.config.concurrency}); models: {', '.join(service.catalog)}", err=True)
     serve(service, host=host, port=port, api_key=api_key, shutdown_timeout=shutdown_timeout)

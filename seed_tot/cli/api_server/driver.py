@@ -70,17 +70,26 @@ class _InFlight:
 
 
 class TreeDriver:
-    """Owns `executor` on its own thread; `submit` jobs from any thread, `close` to stop."""
+    """Owns an executor and grows the trees on one thread; `submit` jobs from any thread, `close` to stop.
 
-    def __init__(self, executor: Executor, concurrency: int, finish: Callable[[Job, SearchResult], Any],
-                 continuous: bool = True, max_queue: int | None = None) -> None:
+    `open_executor` (it loads the models) runs on the thread that grows the trees, so every torch
+    operation of the server runs on that one thread. With `own_thread`, that is a thread of its own
+    (tests, notebooks); without, the caller's, which then calls `run()`: the CLI grows the trees on
+    its main thread and serves HTTP on another, as `seed-tot gsm8k` decodes on its main thread.
+    Decoding on a second thread measured 27% slower with one request at a time on a 2-core CPU
+    (scripts/bench_api.py): that thread's OpenMP helper thread sat idle a quarter of the time, where the
+    main thread's keeps its core busy."""
+
+    def __init__(self, open_executor: Callable[[], Executor], concurrency: int,
+                 finish: Callable[[Job, SearchResult], Any], continuous: bool = True,
+                 max_queue: int | None = None, own_thread: bool = True) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
-        self.executor = executor
+        self.executor: Executor | None = None
         self.concurrency = concurrency
         self.max_queue = max_queue
         self.finish = finish
-        self.continuous = continuous and isinstance(executor, ContinuousBatching)
+        self.continuous = continuous
         self._incoming: queue.Queue[Job | None] = queue.Queue()
         self._closing = False
         self._lock = threading.Lock()
@@ -88,8 +97,33 @@ class TreeDriver:
         self.completed = 0
         self.rows_cancelled = 0  # requests of cancelled or failed trees taken out of the session unfinished
         self._session = None
-        self._thread = threading.Thread(target=self._loop, name="seed-tot-api-driver", daemon=True)
-        self._thread.start()
+        self._stopped = threading.Event()
+        if not own_thread:
+            self._open(open_executor)
+            return
+        opened: list[BaseException | None] = []
+        ready = threading.Event()
+
+        def open_then_run() -> None:
+            try:
+                self._open(open_executor)
+                opened.append(None)
+            except BaseException as exc:  # raised again below, on the thread that asked
+                opened.append(exc)
+                self._stopped.set()
+                return
+            finally:
+                ready.set()
+            self.run()
+
+        threading.Thread(target=open_then_run, name="seed-tot-api-driver", daemon=True).start()
+        ready.wait()
+        if opened[0] is not None:
+            raise opened[0]
+
+    def _open(self, open_executor: Callable[[], Executor]) -> None:
+        self.executor = open_executor()
+        self.continuous = self.continuous and isinstance(self.executor, ContinuousBatching)
 
     # --- any thread ---------------------------------------------------------------------
     def submit(self, jobs: list[Job]) -> None:
@@ -117,8 +151,7 @@ class TreeDriver:
             for job in list(self.running) + self._queued_jobs():
                 job.cancelled = True
         self._incoming.put(None)
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._stopped.wait(timeout)
 
     @property
     def queued(self) -> int:
@@ -134,7 +167,14 @@ class TreeDriver:
         with self._incoming.mutex:
             return [job for job in self._incoming.queue if job is not None]
 
-    # --- driver thread ------------------------------------------------------------------
+    # --- the thread that grows the trees -------------------------------------------------
+    def run(self) -> None:
+        """Grow the trees until `close`; then close the executor."""
+        try:
+            self._loop()
+        finally:
+            self._stopped.set()
+
     def _loop(self) -> None:
         self._runner = StepRunner()
         self._session = self.executor.session() if self.continuous else None

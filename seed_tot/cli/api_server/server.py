@@ -25,21 +25,36 @@ def _config(service: ApiService, host: str, port: int, api_key: str | None, shut
 def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           shutdown_timeout: float = 60.0, log_level: str = "info") -> None:
     """Serve until Ctrl-C or SIGTERM: stop accepting, let the requests in flight finish (their
-    trees are cancelled after `shutdown_timeout` seconds), then stop the driver and executor."""
+    trees are cancelled after `shutdown_timeout` seconds), then stop the driver and executor.
+
+    `service` was made with own_thread=False: its driver grows the trees on this (main) thread, the
+    one that loaded the models, while uvicorn serves on another (see TreeDriver)."""
     server = uvicorn.Server(_config(service, host, port, api_key, shutdown_timeout, log_level))
-    # uvicorn raises a captured signal again once it has shut down, through the handler it found;
-    # a quiet one makes a clean stop exit 0 instead of dying of that signal
-    previous = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
+    exit_code: list[int] = []
+
+    def serve_then_close() -> None:
+        try:
+            server.run()  # off the main thread uvicorn installs no signal handlers: stop() below asks it
+        except SystemExit as exc:  # uvicorn could not start (the port is taken, say): it logged why
+            exit_code.append(exc.code if isinstance(exc.code, int) else 1)
+        finally:
+            service.close(drain=False, timeout=shutdown_timeout)
+
+    def stop(signum, frame) -> None:
+        server.should_exit = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    http = threading.Thread(target=serve_then_close, name="seed-tot-api-server", daemon=True)
+    http.start()
     try:
-        server.run()
+        service.driver.run()
     finally:
+        server.should_exit = True
+        http.join(shutdown_timeout + 10)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        service.close(drain=False, timeout=shutdown_timeout)
-
-
-def _stopped(signum, frame) -> None:
-    """The signal has been handled (uvicorn shut down); nothing more to do."""
+    if exit_code and exit_code[0]:
+        raise SystemExit(exit_code[0])
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -48,10 +48,11 @@ def check_max_queue(max_queue: int | None) -> None:
 
 
 class ApiService:
-    """Loads the models and executor of `config` (a RunConfig), starts the driver thread."""
+    """The models and executor of `config` (a RunConfig) and the driver that grows the requests'
+    trees: on a thread of its own, or (own_thread=False) on the caller's, which calls `driver.run()`."""
 
-    def __init__(self, config, out_dir: str | Path, max_queue: int | None = None) -> None:
-        from seed_tot.cli.run_executor import check_memory_before_loading, load_executor
+    def __init__(self, config, out_dir: str | Path, max_queue: int | None = None, own_thread: bool = True) -> None:
+        from seed_tot.cli.run_executor import check_memory_before_loading
 
         check_max_queue(max_queue)
         self.config, method_settings = resolved_config(config)
@@ -60,18 +61,26 @@ class ApiService:
         self.catalog: dict[str, ModelEntry] = build_catalog(self.config)
         self.out = Path(out_dir)
         (self.out / "traces").mkdir(parents=True, exist_ok=True)
-        loaded = load_executor(self.config, method_settings)
-        self.executor, self.tokenizer, self.models = loaded.executor, loaded.tokenizer, loaded.models
-        self.extra_config = {**loaded.trace_config, "server": "seed-tot api", "run": self.config.recorded()}
         self.judge = None
+        self.driver = TreeDriver(lambda: self._load(method_settings), self.config.concurrency, finish=self._finish,
+                                 continuous=self.config.batching == "continuous", max_queue=max_queue,
+                                 own_thread=own_thread)
+        self.executor = self.driver.executor
+
+    def _load(self, method_settings: dict):
+        """The models, the executor and the judge, loaded on the thread that grows the trees (see TreeDriver)."""
+        from seed_tot.cli.run_executor import load_executor
+
+        loaded = load_executor(self.config, method_settings)
+        self.tokenizer, self.models = loaded.tokenizer, loaded.models
+        self.extra_config = {**loaded.trace_config, "server": "seed-tot api", "run": self.config.recorded()}
         if self.config.value_mode == "learned":
             from seed_tot.values.judge import judge_record, load_judge
 
             self.judge = load_judge(loaded.target, self.config.target_name, self.config.dtype, self.config.device,
                                     self.config.value_model)
             self.extra_config["value_head"] = judge_record(self.judge, self.config.value_model)
-        self.driver = TreeDriver(self.executor, self.config.concurrency, finish=self._finish,
-                                 continuous=self.config.batching == "continuous", max_queue=max_queue)
+        return loaded.executor
 
     def new_job(self, entry: ModelEntry, problem: Problem, config: SearchConfig,
                 on_done: Callable[[Any], None], on_progress: Callable[[dict], None]) -> Job:
