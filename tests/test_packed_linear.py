@@ -116,6 +116,18 @@ def test_the_memory_plan_counts_packed_weights_as_the_plain_ones():
 
 
 @needs_packing
+def test_a_packed_model_keeps_its_weights_identity():
+    """A learned judge's head names its target by this fingerprint: packing must not change it."""
+    from seed_tot.models.fingerprint import weights_fingerprint
+
+    _, model, _ = build_tiny_pair(seed=3, dtype=torch.bfloat16)
+    packed_model = copy.deepcopy(model)
+    pack_linear_layers(packed_model)
+    assert weights_fingerprint(packed_model) == weights_fingerprint(model)
+    assert weights_fingerprint(packed_model) == weights_fingerprint(build_tiny_pair(seed=3, dtype=torch.float32)[1])
+
+
+@needs_packing
 def test_load_model_packs_bfloat16_only_and_obeys_the_switch(monkeypatch):
     assert load_model("tiny-target", dtype="bfloat16").packed_layers > 0
     assert load_model("tiny-target", dtype="float16").packed_layers == 0

@@ -10,6 +10,7 @@ from value_heads import tiny_value_head
 from seed_tot.errors import ConfigError
 from seed_tot.models.fingerprint import weights_fingerprint
 from seed_tot.models.loading import load_model
+from seed_tot.runtime.packed_linear import packing_works
 from seed_tot.values.judge import LearnedJudge, judge_record
 from seed_tot_tasks.gsm8k import Gsm8kTask
 
@@ -45,6 +46,21 @@ def test_a_judge_beside_an_engine_reads_only_its_layers_and_rates_as_the_whole_t
     expected = whole.values(task, problem, STATES, answers)
     got = beside.values(task, problem, STATES, answers)
     assert torch.allclose(torch.tensor(got), torch.tensor(expected), atol=1e-6)
+
+
+@pytest.mark.skipif(not packing_works(torch.bfloat16), reason="this CPU packs no bfloat16 linear layers")
+def test_a_bfloat16_judge_beside_an_engine_packs_the_layers_it_reads_as_the_whole_target_does(saved_target, tmp_path):
+    _, folder = saved_target
+    whole_target = load_model(str(folder), dtype="bfloat16")
+    head = tiny_value_head(whole_target, tmp_path / "head.safetensors")  # a head for the bfloat16 weights
+    whole = LearnedJudge.load(whole_target, head)
+    beside = LearnedJudge.beside_engine(str(folder), dtype="bfloat16", device="cpu", path=head)
+    assert 0 < beside.reader.target.packed_layers < whole.reader.target.packed_layers  # layer 1's, not layer 2's
+    assert judge_record(beside, str(head))["weights_loaded"] < 1.0
+    task = Gsm8kTask()
+    problem = task.load()[0]
+    expected = whole.values(task, problem, STATES)
+    assert beside.values(task, problem, STATES) == pytest.approx(expected, abs=1e-6)
 
 
 def test_a_judge_beside_an_engine_without_a_head_for_its_target_says_how_to_train_one(saved_target):

@@ -10,6 +10,8 @@ import hashlib
 import torch
 from transformers import PreTrainedModel
 
+from seed_tot.runtime.packed_linear import PackedLinear
+
 ROWS = 256
 
 
@@ -21,11 +23,23 @@ def weights_fingerprint(model: PreTrainedModel) -> str:
     digest.update(repr(sizes).encode())
     embeddings = model.get_input_embeddings().weight
     digest.update(_bf16_bytes(embeddings[:ROWS]))
-    for name, parameter in model.get_decoder().named_parameters():
-        if parameter.dim() == 1:
-            digest.update(name.encode())
-            digest.update(_bf16_bytes(parameter))
+    for name, parameter in _one_dimensional_weights(model.get_decoder()):
+        digest.update(name.encode())
+        digest.update(_bf16_bytes(parameter))
     return digest.hexdigest()[:16]
+
+
+def _one_dimensional_weights(decoder):
+    """(name, tensor) of every one-dimensional weight, in named_parameters() order. A linear layer
+    packed for oneDNN (bfloat16 CPUs) holds its bias as a buffer: it counts where the plain layer's
+    bias parameter would, so a packed model has its plain model's identity."""
+    for module_name, module in decoder.named_modules():
+        own = dict(module.named_parameters(recurse=False))
+        if isinstance(module, PackedLinear) and module.bias is not None:
+            own["bias"] = module.bias
+        for name, tensor in own.items():
+            if tensor.dim() == 1:
+                yield (f"{module_name}.{name}" if module_name else name), tensor
 
 
 def _bf16_bytes(tensor: torch.Tensor) -> bytes:

@@ -71,6 +71,16 @@ def move_loaded(model, device: torch.device) -> None:
                 module._buffers[name] = buffer.to(device)
 
 
+def _weights(model) -> list[torch.Tensor]:
+    """Parameters and buffers: a linear layer packed for oneDNN keeps its weight as a buffer."""
+    return list(model.parameters()) + list(model.buffers())
+
+
 def loaded_values(model) -> int:
     """How many weight values the model holds in memory (the empty ones not counted)."""
-    return sum(p.numel() for p in model.parameters() if not p.is_meta)
+    return sum(t.numel() for t in _weights(model) if not t.is_meta)
+
+
+def all_values(model) -> int:
+    """How many weight values the model has, loaded or empty."""
+    return sum(t.numel() for t in _weights(model))

@@ -74,14 +74,15 @@ class PackedLinear(torch.nn.Module):
 
 def pack_linear_layers(model: torch.nn.Module) -> int:
     """Replace every nn.Linear of a CPU model in bfloat16 by a PackedLinear, where this
-    build and CPU support it and the environment does not turn it off; return how many."""
+    build and CPU support it and the environment does not turn it off; return how many. Layers
+    left empty (meta weights, as a judge's reading target leaves the layers above its head) stay."""
     dtype = next(model.parameters()).dtype
     if next(model.parameters()).device.type != "cpu" or not packing_enabled() or not packing_works(dtype):
         return 0
     packed = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is torch.nn.Linear and child.weight.dtype == dtype:
+            if type(child) is torch.nn.Linear and child.weight.dtype == dtype and not child.weight.is_meta:
                 setattr(parent, name, PackedLinear(child))
                 packed += 1
     return packed

@@ -51,6 +51,7 @@ class LearnedJudge:
         target with no saved model folder (a .gguf file, a hub id, the tiny test models) loads whole."""
         from seed_tot.models.loading import load_model, load_tokenizer, local_model_dir, resolve_device, resolve_dtype
         from seed_tot.models.reading_target import fill_layers, move_loaded, skeleton_for_reading
+        from seed_tot.runtime.packed_linear import pack_linear_layers
 
         folder = local_model_dir(target_name)
         if folder is None:
@@ -61,6 +62,7 @@ class LearnedJudge:
         head = _head_for(target_name, weights_fingerprint(model), path)
         fill_layers(model, folder, torch_dtype, max(head.layers))
         move_loaded(model, torch_device)
+        pack_linear_layers(model)  # as load_model does: bfloat16 reads on CPUs that pack them
         return cls(head, ModelRunner(model, load_tokenizer(target_name), name=target_name))
 
     @property
@@ -108,13 +110,13 @@ def load_judge(target: ModelRunner | None, target_name: str, dtype: str, device:
 def judge_record(judge: LearnedJudge, path: str | None) -> dict:
     """What a trace records of the judge a run used."""
     steps = judge.head.steps
-    from seed_tot.models.reading_target import loaded_values
+    from seed_tot.models.reading_target import all_values, loaded_values
 
     model = judge.reader.target.model
     return {"id": judge.head_id, "path": str(path or "packaged"), "layer": judge.head.layer,
             "steps_layer": steps.layer if steps else None, "reads_with": judge.reader.target.name,
             "dtype": str(judge.reader.target.dtype).removeprefix("torch."),
-            "weights_loaded": round(loaded_values(model) / sum(p.numel() for p in model.parameters()), 3)}
+            "weights_loaded": round(loaded_values(model) / all_values(model), 3)}
 
 
 def judge_totals(judge: LearnedJudge) -> dict:
