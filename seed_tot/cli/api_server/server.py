@@ -41,6 +41,8 @@ def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_ke
             service.close(drain=False, timeout=shutdown_timeout)
 
     def stop(signum, frame) -> None:
+        if server.should_exit:  # a second Ctrl-C: stop now, as uvicorn does, without waiting for the trees
+            server.force_exit = True
         server.should_exit = True
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
