@@ -363,8 +363,8 @@ def test_a_stop_signal_finishes_the_request_in_flight_and_exits_0(tmp_path, stop
         assert isinstance(result["error"], httpx.ConnectError if len(stop) == 1 else httpx.TransportError)
     elif reply.status_code == 200:  # in flight when the signal came: finished, and its trace is on disk
         assert (tmp_path / "traces" / f"{reply.json()['seed_tot']['trace_id']}.json").is_file()
-    else:  # the signal came first: refused cleanly
-        assert reply.status_code == 503
+    else:  # the signal came first: refused cleanly; or a second Ctrl-C cut the request off (uvicorn's 500)
+        assert reply.status_code in ((503,) if len(stop) == 1 else (500, 503)), reply.text
 
 
 @requires_real_models
