@@ -10,7 +10,7 @@ features (features-<dtype>/) give the learning curve: heads fit with the head's 
 and scope on the first N training problems (in the training file's order). --head measures a head
 file alone (the packaged one, say): no learning curve. The pool's features are read once with the
 target, dtype and layers the head names and kept in TRAIN/heldout-features-<dtype>/, or without
---train in runs/judge-features/<pool>-<dtype>/ (resumable). Writes REPORT.md and REPORT.json; the
+--train in runs/judge-features/<pool>-<dtype>/ (resumable); --dtype reads at another dtype. Writes REPORT.md and REPORT.json; the
 pool's chains are test problems and are never trained on (refused if any pool problem is among the
 head's training problems).
 """
@@ -40,21 +40,23 @@ def line_number(problem_id: str) -> int:
               help="A head file to measure (default: TRAIN/value_head.safetensors).")
 @click.option("--curve", default="25,50,100,200,400", show_default=True, help="Training problem counts.")
 @click.option("--samples", type=int, default=None, help="Use the greedy chain and samples 1..N only (default: all).")
+@click.option("--dtype", default=None, help="Read the pool at this dtype (e.g. bfloat16: how a head fit on float32 "
+              "readings ranks the readings of a CPU with native bfloat16). Default: the dtype the head names.")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Report path without suffix (default POOL/judge_report).")
 def main(pool: Path, train_dir: Path | None, head_path: Path | None, curve: str, samples: int | None,
-         report: Path | None) -> None:
+         dtype: str | None, report: Path | None) -> None:
     if train_dir is None and head_path is None:
         raise click.UsageError("Give --train (a `seed-tot train value --out` folder) or --head (a head file).")
     try:
         run(pool, train_dir, head_path or train_dir / "value_head.safetensors",
-            [int(n) for n in curve.split(",") if n.strip()], samples, report or pool / "judge_report")
+            [int(n) for n in curve.split(",") if n.strip()], samples, report or pool / "judge_report", dtype)
     except SeedTotError as error:
         raise click.ClickException(str(error)) from None
 
 
 def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], samples: int | None,
-        report: Path) -> None:
+        report: Path, dtype: str | None = None) -> None:
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.models.loading import load_model
     from seed_tot.observe.comparison import bundled_loader, pool_chains
@@ -72,6 +74,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
     if leaked:
         raise SeedTotError(f"{pool} holds problems the head was trained on ({leaked[0]}): measure on held-out problems.")
     head_features = {key: head.meta[key] for key in ("target", "target_fingerprint", "dtype", "layers", "feature_rule")}
+    head_features["dtype"] = dtype or head_features["dtype"]
     target = load_model(head_features["target"], dtype=head_features["dtype"])
     settings = feature_settings(target, weights_fingerprint(target.model), tuple(head_features["layers"]))
     if settings != head_features:
@@ -86,7 +89,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
     seconds = time.perf_counter() - started
     test = store.table(chain_keys(items))
     probs = predict(head, test)
-    found = {"pool": str(pool), "samples_per_problem": samples or "all", "head_id": head.head_id, "head": head_settings(head),
+    found = {"pool": str(pool), "samples_per_problem": samples or "all", "read_dtype": settings["dtype"], "head_id": head.head_id, "head": head_settings(head),
              "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),
              "feature_seconds_this_run": round(seconds, 1), "feature_tokens_this_run": reader.tokens_read}
     # the reranking rules over the pool's sampled chains (indices 1..K), as scripts/rerank_pool.py does
