@@ -102,7 +102,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
                  for i, answer in enumerate(answers, 1)]
         rated[pid] = (pairs, chains.correct, [0] * len(pairs))
     table = rerank_table(rated, f"the learned judge ({head.head_id})", RERANK_K)
-    table += [""] + cheaper_than_voting(rated, pool_chains(pool, get_task, bundled_loader()))
+    table += [""] + cheaper_than_voting(rated)
     found["learning_curve"] = learning_curve(train_dir, head, curve, test) if train_dir is not None else []
     report.parent.mkdir(parents=True, exist_ok=True)
     report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
@@ -138,15 +138,16 @@ def head_settings(head) -> dict:
     return settings
 
 
-def cheaper_than_voting(rated: dict, chains_by_problem: dict, against: int = 8, resamples: int = 10_000) -> list[str]:
+def cheaper_than_voting(rated: dict, against: int = 8, resamples: int = 10_000) -> list[str]:
     """Fewer chains for the same accuracy: each rule at K = 2, 3, 4 rated chains against the plain vote
-    of `against` chains (all the pool's samples), per problem, with a paired bootstrap over problems."""
+    of `against` of the same sampled chains (fewer where a problem has fewer), per problem, with a
+    paired bootstrap over problems."""
     from seed_tot.observe.paired_stats import expected_vote_accuracy, paired_bootstrap
     from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
 
     ids = sorted(rated)
-    vote = [expected_vote_accuracy(chains_by_problem[pid][1].answers, chains_by_problem[pid][1].correct, against)
-            for pid in ids]
+    against = min([against] + [len(rated[pid][0]) for pid in ids])
+    vote = [expected_vote_accuracy([answer for answer, _ in rated[pid][0]], rated[pid][1], against) for pid in ids]
     lines = [f"Against the plain vote of {against} chains ({sum(vote):.2f}/{len(ids)}, exact mean over the pool's "
              f"{against}-subsets):", "", "| rule | K | accuracy | - vote of " + str(against) + " (95% paired bootstrap) |",
              "|---|---|---|---|"]
