@@ -96,7 +96,10 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
     value_of = {(p, int(i)): float(v) for p, i, v, f in
                 zip(test.problems, test.chain_index.tolist(), probs.tolist(), test.final.tolist(), strict=True) if f}
     rated = {}
+    read = {item.problem_id for item in items}  # a pool still growing may hold problems read after these
     for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items():
+        if pid not in read:
+            continue
         answers = chains.answers[:samples] if samples else chains.answers
         pairs = [(answer, value_of.get((pid, i)) if answer is not None else None)
                  for i, answer in enumerate(answers, 1)]
