@@ -141,3 +141,54 @@ def test_packing_is_refused_for_unsupported_dtypes():
     assert not packing_works(torch.float16)
     model = build_tiny_pair(dtype=torch.float32)[1]
     assert pack_linear_layers(model) == 0
+
+
+@needs_packing
+def test_packing_leaves_no_tensor_viewing_the_loaded_storage():
+    """A loaded model's tensors are views of one mapped file; once its linear layers are packed,
+    the tensors left in place (embedding, norms, biases) must not keep that storage alive, or its
+    pages stay resident beside the packed copies."""
+    loaded = torch.zeros(4096, dtype=torch.bfloat16)  # stands in for the mapped weights file
+    model = torch.nn.Sequential(torch.nn.Embedding(16, 32), torch.nn.Linear(32, 48), torch.nn.LayerNorm(48))
+    model = model.to(torch.bfloat16)
+    with torch.no_grad():
+        offset = 0
+        for parameter in model.parameters():
+            parameter.data = loaded[offset:offset + parameter.numel()].view_as(parameter)
+            offset += parameter.numel()
+    x = torch.tensor([[1, 5, 7]])
+    with torch.inference_mode():
+        want = model(x)
+    assert pack_linear_layers(model) == 1
+    storage = loaded.untyped_storage().data_ptr()
+    tensors = [*model.parameters(), *(b for b in model.buffers() if b.layout == torch.strided)]
+    assert tensors and all(t.untyped_storage().data_ptr() != storage for t in tensors)
+    with torch.inference_mode():
+        assert bf16_ulps_apart(model(x), want) <= 2.0
+
+
+@needs_packing
+@pytest.mark.parametrize("stored", [torch.bfloat16, torch.float32])
+def test_a_saved_model_loads_packed_layer_by_layer_with_the_plain_loads_logits(stored, tmp_path, monkeypatch):
+    """A saved folder in the computing dtype is read tensor by tensor and packed as each layer
+    arrives (the plain copies never pile up); it must compute what the plain load computes."""
+    from seed_tot.models.fingerprint import weights_fingerprint
+
+    _, model, _ = build_tiny_pair(seed=5, dtype=stored)
+    model.save_pretrained(tmp_path)
+    build_tiny_pair(seed=5)[2].save_pretrained(tmp_path)
+    packed = load_model(str(tmp_path), dtype="bfloat16")
+    monkeypatch.setenv("SEED_TOT_PACK_WEIGHTS", "0")
+    plain = load_model(str(tmp_path), dtype="bfloat16")
+    linears = sum(type(m) is torch.nn.Linear for m in plain.model.modules())
+    assert (packed.packed_layers, plain.packed_layers) == (linears, 0) and linears > 0
+    assert not any(t.is_meta for t in [*packed.model.parameters(), *packed.model.buffers()])
+    assert weights_fingerprint(packed.model) == weights_fingerprint(plain.model)
+    from seed_tot.models.streamed_cast import load_streamed
+    from seed_tot.runtime.packed_linear import packed_layer_count
+
+    assert packed_layer_count(load_streamed(str(tmp_path), torch.bfloat16, pack=True)) == linears  # as they arrive
+    ids = torch.randint(0, 200, (2, 13), generator=torch.Generator().manual_seed(2))
+    got, want = packed.forward(ids), plain.forward(ids)
+    assert torch.allclose(got, want, atol=0.05 * float(want.abs().max()))
+    assert (got.argmax(-1) == want.argmax(-1)).float().mean() > 0.95

@@ -11,10 +11,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
 from seed_tot.errors import ModelNotFoundError, SeedTotError, TokenizerMismatchError
-from seed_tot.models.streamed_cast import load_streamed, needs_streamed_cast
+from seed_tot.models.streamed_cast import load_streamed, needs_streamed_cast, streamable
 from seed_tot.models.registry import ALIASES, cache_root, cached_model_dir, is_cached
 from seed_tot.models.tiny import build_tiny_pair
-from seed_tot.runtime.packed_linear import pack_linear_layers, packing_works
+from seed_tot.runtime.packed_linear import pack_linear_layers, packed_layer_count, packing_applies, packing_works
 from seed_tot.runtime.runner import ModelRunner
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,9 @@ def _load_tiny(name: str, dtype: torch.dtype):
     return (draft if name == "tiny-draft" else target), tokenizer
 
 
-def _load_pretrained(source: str, dtype: torch.dtype, gguf_file: str | None = None, attn: str | None = None):
+def _load_pretrained(
+    source: str, dtype: torch.dtype, gguf_file: str | None = None, attn: str | None = None, pack: bool = False
+):
     kwargs = {"dtype": dtype}
     if attn:
         kwargs["attn_implementation"] = attn
@@ -126,8 +128,11 @@ def _load_pretrained(source: str, dtype: torch.dtype, gguf_file: str | None = No
         kwargs["quantization_config"] = GgufConfig(dequantize=True)
     tok_kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
-    if not gguf_file and Path(source).is_dir() and needs_streamed_cast(Path(source), dtype):
-        return load_streamed(source, dtype, attn), tokenizer  # a third of transformers' peak memory
+    if not gguf_file and Path(source).is_dir() and streamable(Path(source)):
+        if needs_streamed_cast(Path(source), dtype):  # a third of transformers' peak memory
+            return load_streamed(source, dtype, attn, pack=pack), tokenizer
+        if pack:  # packed one layer at a time: the plain copies never pile up
+            return load_streamed(source, dtype, attn, pack=True), tokenizer
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     return model, tokenizer
 
@@ -187,14 +192,16 @@ def load_model(
     else:
         source, gguf_file = _locate(name, cache_dir)
         try:
-            model, tokenizer = _load_pretrained(source, torch_dtype, gguf_file, attn_implementation)
+            pack = packing_applies(dev, torch_dtype)
+            model, tokenizer = _load_pretrained(source, torch_dtype, gguf_file, attn_implementation, pack)
         except (OSError, ValueError) as exc:
             raise ModelNotFoundError(
                 f"Could not load model {name!r} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
                 "pass a local directory or .gguf file, or run `seed-tot models pull` for the default pair."
             ) from exc
     model = model.to(dev)
-    packed = pack_linear_layers(model)
+    pack_linear_layers(model)  # what the load left plain (a tied output head; every layer of other loads)
+    packed = packed_layer_count(model)
     log.info("loaded %s (%s, %s, %d linear layers packed) in %.1f s", name, torch_dtype, dev, packed,
              time.perf_counter() - started)
     return ModelRunner(model, tokenizer, name=name)

@@ -10,6 +10,7 @@ checks that a packed layer computes the plain layer's product.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from functools import lru_cache
 
@@ -72,12 +73,49 @@ class PackedLinear(torch.nn.Module):
         return _packed_product(flat, self.packed_weight, self.bias).reshape(*leading, self.out_features)
 
 
+def packing_applies(device: torch.device, dtype: torch.dtype) -> bool:
+    """True when a model on `device` in `dtype` gets its linear layers packed (a CPU, a packable
+    dtype whose packed product works here, packing not turned off)."""
+    return device.type == "cpu" and packing_enabled() and packing_works(dtype)
+
+
+def packed_layer_count(model: torch.nn.Module) -> int:
+    return sum(isinstance(module, PackedLinear) for module in model.modules())
+
+
+def pack_if_loaded(model: torch.nn.Module, module_name: str) -> bool:
+    """Pack the nn.Linear named `module_name` once all its tensors hold values; True if packed."""
+    layer = model.get_submodule(module_name)
+    if type(layer) is not torch.nn.Linear or any(t.is_meta for t in layer.parameters()):
+        return False
+    parent_name, _, leaf = module_name.rpartition(".")
+    setattr(model.get_submodule(parent_name), leaf, PackedLinear(layer))
+    return True
+
+
+@lru_cache(maxsize=None)
+def _malloc_trim():
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+def return_freed_memory() -> None:
+    """Hand the allocator's freed pages back to the system (glibc's malloc_trim; nothing elsewhere).
+    glibc keeps freed blocks under 32 MB in its heap, so the plain weights freed while packing stayed
+    resident (1.9 GiB of the 1.5B target in bfloat16) without this."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
 def pack_linear_layers(model: torch.nn.Module) -> int:
     """Replace every nn.Linear of a CPU model in bfloat16 by a PackedLinear, where this
     build and CPU support it and the environment does not turn it off; return how many. Layers
     left empty (meta weights, as a judge's reading target leaves the layers above its head) stay."""
     dtype = next(model.parameters()).dtype
-    if next(model.parameters()).device.type != "cpu" or not packing_enabled() or not packing_works(dtype):
+    if not packing_applies(next(model.parameters()).device, dtype):
         return 0
     packed = 0
     for parent in list(model.modules()):
@@ -85,4 +123,23 @@ def pack_linear_layers(model: torch.nn.Module) -> int:
             if type(child) is torch.nn.Linear and child.weight.dtype == dtype and not child.weight.is_meta:
                 setattr(parent, name, PackedLinear(child))
                 packed += 1
+    if packed:
+        _copy_out_of_loaded_storage(model)
     return packed
+
+
+def _copy_out_of_loaded_storage(model: torch.nn.Module) -> None:
+    """Give every tensor the packing left in place (embeddings, norms, biases) its own storage.
+
+    A model loaded in its stored dtype maps the weights file, and packing reads every page of it;
+    while any tensor still views the mapping, all those pages stay resident beside their packed
+    copies (measured: 6.4 GiB resident after loading the 1.5B target in bfloat16, 3.9 GiB once the
+    rest is copied). Copying the few unpacked tensors lets the mapping go."""
+    with torch.no_grad():
+        for parameter in model.parameters():  # each shared (tied) parameter once
+            if not parameter.is_meta:
+                parameter.data = parameter.data.clone()
+        for module in model.modules():
+            for name, buffer in module._buffers.items():
+                if buffer is not None and buffer.layout == torch.strided and not buffer.is_meta:
+                    module._buffers[name] = buffer.clone()
