@@ -125,6 +125,7 @@ def pack_linear_layers(model: torch.nn.Module) -> int:
                 packed += 1
     if packed:
         _copy_out_of_loaded_storage(model)
+        return_freed_memory()
     return packed
 
 
