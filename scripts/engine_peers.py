@@ -1,7 +1,8 @@
 """Compare engines fairly: the same GSM8K problems, the same chains and prompts, one system at a time.
 
-The work is GSM8K's CLI default answer (self-consistency): per problem the target's greedy chain of
-thought and 4 sampled ones (temperature/top-p of the thoughts, one seed per request), voting. Systems:
+The work is GSM8K's CLI default chains (self-consistency): per problem the target's greedy chain of
+thought and 4 sampled ones (temperature/top-p of the thoughts, one seed per request), voting plainly
+(`--vote-weight leaf`: the default's learned judge runs beside the engine, not in it). Systems:
 
   a  `seed-tot gsm8k` with its defaults (the in-process batched-lookup executor)
   b  llama.cpp's server from the xllamacpp wheel, started here and tuned for the work (slots = rows in
@@ -57,7 +58,8 @@ def cli_args(spec: dict, limit: int | None = None) -> list[str]:
     """The `seed-tot gsm8k` arguments that pick the problems (the first `limit` of them, default
     all), models and shared knobs."""
     args = ["--data", spec["data"], "--start", str(spec["start"]), "--limit", str(limit or spec["limit"]),
-            "--concurrency", str(spec["concurrency"]), "--threads", str(spec["threads"])]
+            "--concurrency", str(spec["concurrency"]), "--threads", str(spec["threads"]),
+            "--vote-weight", "leaf"]  # the plain vote everywhere: the learned judge is no engine's, so a and b do the same work
     return args + (["--tiny"] if spec["tiny"] else [])
 
 

@@ -107,6 +107,11 @@ class Task(ABC):
     default_search_unscored: str | None = None  # for methods that cannot score; None: default_search
     default_thought_mode: str = "sample"  # used only by methods that can score
     default_value_mode: str = "samples"  # used only by methods that can score
+    # True: where a value head ships for the target and the method runs the target in this process,
+    # self-consistency's vote is weighted by the learned judge's values (--value-mode learned
+    # --vote-weight value) unless the command names a value mode or vote weight; elsewhere, and for
+    # other targets, the plain vote
+    judged_vote: bool = False
     votable: bool = False  # equal answers of different leaves can be counted in a majority vote
 
     # --- simulator abilities (None: the task cannot tell) ---------------------------------

@@ -405,6 +405,33 @@ def test_a_learned_judge_rates_every_chain_of_a_request(tmp_path):
     assert rated and all(0.0 < n["value"] < 1.0 for n in rated)
 
 
+def test_a_task_judged_by_default_gets_the_judge_without_a_server_value_mode(tmp_path, monkeypatch):
+    """GSM8K's self-consistency is judged by default where a head ships for the target: the server
+    must load the judge for it although its own --value-mode is unset (here a tiny head stands in
+    for a packaged one)."""
+    from seed_tot.models.loading import load_model
+    from seed_tot.values import judge
+    from value_heads import tiny_value_head
+
+    head = tiny_value_head(load_model("tiny-target"), tmp_path / "head.safetensors")
+    monkeypatch.setattr(judge, "ships_head_for", lambda name: name == "tiny-target")
+    monkeypatch.setattr(judge, "packaged_head", lambda fingerprint: head)
+    service = ApiService(tiny_options(tmp_path), tmp_path)
+    assert service.catalog["gsm8k/self-consistency"].config.value_mode == "learned"
+    assert service.catalog["gsm8k/self-consistency"].config.vote_weight == "value"
+    assert service.catalog["gsm8k/bfs"].config.vote_weight == "leaf"
+    running = ServerThread(service).start()
+    try:
+        client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        reply = client.chat.completions.create(model="gsm8k/self-consistency", seed=3, messages=[
+            {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many apples does he have?"}])
+        trace = trace_of(running, reply.model_extra["seed_tot"]["trace_id"])
+    finally:
+        running.stop()
+    assert trace["config"]["value_head"]["id"] == "tiny-head"
+    assert [n for n in trace["nodes"][1:] if n["value"] is not None]
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--port", "0"], "--port must be between 1 and 65535"),
     (["--value-model", "head.safetensors"], "--value-model applies to --value-mode learned"),

@@ -96,3 +96,22 @@ def test_the_api_prints_its_settings_without_the_key_and_reads_them_back(tmp_pat
 def test_a_learned_judge_on_a_task_without_a_chain_prompt_is_refused_before_loading():
     result = run("creative-writing", "--tiny", "--value-mode", "learned", "--print-config")
     assert result.exit_code != 0 and "has no chain-of-thought prompt" in result.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    ((), ("learned", "value")),  # the default target decodes in process and a head ships for it
+    (("--method", "llama-cpp"), ("samples", "leaf")),  # the judge would load a second copy of the target
+    (("--tiny",), ("samples", "leaf")),  # no head ships for the tiny target
+    (("--target", "/no/such/model"), ("samples", "leaf")),  # nor for another model
+    (("--search", "bfs"), ("samples", "leaf")),  # the rule that chose the judged vote measured the vote only
+    (("--vote-weight", "leaf"), ("samples", "leaf")),  # a named weight or mode is kept
+    (("--value-mode", "logits"), ("logits", "leaf")),
+])
+def test_gsm8k_self_consistency_is_judged_by_default_only_where_a_head_ships_in_process(args, expected):
+    config = printed("gsm8k", "--limit", "1", *args)
+    assert (config["value_mode"], config["vote_weight"]) == expected
+
+
+def test_a_task_without_a_judged_vote_keeps_the_plain_vote():
+    config = printed("blocksworld", "--search", "self-consistency", "--limit", "1")
+    assert (config["value_mode"], config["vote_weight"]) == ("logits", "leaf")

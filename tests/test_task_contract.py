@@ -57,6 +57,7 @@ OPTIONAL_TYPES = {  # member -> the documented type of its value
     "default_thought_mode": lambda value: value in THOUGHT_MODES,
     "default_value_mode": lambda value: value in VALUE_MODES,
     "votable": lambda value: isinstance(value, bool),
+    "judged_vote": lambda value: isinstance(value, bool),
     "state_key": optional_or(callable),
     "reaches_goal": optional_or(callable),
     "next_moves": optional_or(callable),

@@ -78,7 +78,7 @@ class RunConfig(BaseModel):
     cot: bool
     cot_samples: int
     vote: bool
-    vote_weight: str = "leaf"
+    vote_weight: str | None = None  # None: "value" where the task's vote is judged by default, else "leaf"
     seed: int
     # data, output, scheduling
     data_path: str | None
@@ -126,16 +126,34 @@ def resolve_config(config: RunConfig, task=None) -> RunConfig:
 def with_task_defaults(config: RunConfig, task) -> RunConfig:
     """The task's own search, thought mode and value mode where the command gave none (the modes
     that read log-probabilities only where the method can score; a task may name another search for
-    methods that cannot). Elsewhere the search's own defaults."""
+    methods that cannot). Elsewhere the search's own defaults. A task whose vote is judged by default
+    gets, for self-consistency, the learned judge's value-weighted vote where judged_by_default
+    allows it (the rule that chose it measured that vote, not a tree's)."""
     from seed_tot.search import SearchConfig
 
     scores = config.method_info.can_score
     search = task.default_search if scores else (task.default_search_unscored or task.default_search)
     thought_mode = task.default_thought_mode if scores else SearchConfig.model_fields["thought_mode"].default
     value_mode = task.default_value_mode if scores else SearchConfig.model_fields["value_mode"].default
-    return config.model_copy(update={"search": config.search or search,
+    vote_weight = "leaf"
+    search = config.search or search
+    if (search == "self-consistency" and config.value_mode is None and config.vote_weight is None
+            and judged_by_default(config, task)):
+        value_mode, vote_weight = "learned", "value"
+    return config.model_copy(update={"search": search,
                                      "thought_mode": config.thought_mode or thought_mode,
-                                     "value_mode": config.value_mode or value_mode})
+                                     "value_mode": config.value_mode or value_mode,
+                                     "vote_weight": config.vote_weight or vote_weight})
+
+
+def judged_by_default(config: RunConfig, task) -> bool:
+    """A task's vote is judged by default only where its judge costs no second model: a value head
+    ships for the target (by name: --target default-target) and the target decodes in this process."""
+    from seed_tot.values.judge import ships_head_for
+
+    method = config.method_info
+    return (task.judged_vote and task.cot_prompt is not None and method.in_process and not config.on_ray
+            and ships_head_for(config.target_name))
 
 
 def check_learned_judge(config: RunConfig) -> None:

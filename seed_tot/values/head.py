@@ -75,6 +75,15 @@ class ValueHead:
         os.replace(partial, path)
 
 
+def head_target_name(path: Path) -> str | None:
+    """The target a head file names as the one it was trained for (None: not a seed-tot head)."""
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return json.loads((handle.metadata() or {})[HEADER_KEY]).get("target")
+    except (KeyError, ValueError, OSError, SafetensorError):
+        return None
+
+
 def load_head(path: Path, target_name: str | None = None, target_fingerprint: str | None = None) -> ValueHead:
     """The head in `path`; with a target fingerprint, refused unless it was trained on that target."""
     if not Path(path).is_file():

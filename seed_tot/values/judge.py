@@ -5,6 +5,7 @@ prompt and the state (stopped at the head's layer; no token decoded)."""
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from pathlib import Path
 
 from seed_tot.errors import ConfigError
@@ -12,11 +13,22 @@ from seed_tot.models.fingerprint import weights_fingerprint
 from seed_tot.runtime.runner import ModelRunner
 from seed_tot.task import Problem, Task
 from seed_tot.values.features import FeatureReader, Reading
-from seed_tot.values.head import ValueHead, load_head
+from seed_tot.values.head import ValueHead, head_target_name, load_head
 from seed_tot.values.reading_memory import ReadingMemory
 from seed_tot.values.states import reading_ends
 
 PACKAGED_HEADS = Path(__file__).resolve().parent / "heads"
+
+
+def ships_head_for(target_name: str) -> bool:
+    """True when a packaged head names this target (its alias, e.g. default-target) as the one it
+    was trained for; loading it still checks the weights' fingerprint."""
+    return target_name in packaged_head_targets()
+
+
+@lru_cache(maxsize=1)
+def packaged_head_targets() -> frozenset[str]:
+    return frozenset(head_target_name(path) for path in PACKAGED_HEADS.glob("*.safetensors"))
 
 
 def packaged_head(fingerprint: str) -> Path | None:

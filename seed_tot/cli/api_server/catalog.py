@@ -36,9 +36,10 @@ def build_catalog(config) -> dict[str, ModelEntry]:
     entries: dict[str, ModelEntry] = {}
     for task_name in TASK_NAMES:
         task = get_task(task_name)
-        task_config = with_task_defaults(config, task)
+        default_search = with_task_defaults(config, task).search
         for search_name, cls in SEARCHES.items():
-            search_config = task_config.model_copy(update={"search": search_name})
+            # each search its task's defaults (GSM8K judges the vote of self-consistency only)
+            search_config = with_task_defaults(config.model_copy(update={"search": search_name}), task)
             try:
                 settings = cls.config_class(**search_settings(search_config, task))
                 cls.check(task, settings)
@@ -47,7 +48,7 @@ def build_catalog(config) -> dict[str, ModelEntry]:
             except (ConfigError, ValueError):
                 continue
             model_id = f"{CLI_TASK_NAMES.get(task_name, task_name)}/{search_name}"
-            entries[model_id] = ModelEntry(model_id, task_name, cls, settings, search_name == task_config.search)
+            entries[model_id] = ModelEntry(model_id, task_name, cls, settings, search_name == default_search)
     return entries
 
 

@@ -74,7 +74,8 @@ class ApiService:
         loaded = load_executor(self.config, method_settings)
         self.tokenizer, self.models = loaded.tokenizer, loaded.models
         self.extra_config = {**loaded.trace_config, "server": "seed-tot api", "run": self.config.recorded()}
-        if self.config.value_mode == "learned":
+        if any(entry.config.value_mode == "learned" for entry in self.catalog.values()):
+            # the server's --value-mode, or a task's judged vote (GSM8K's self-consistency)
             from seed_tot.values.judge import judge_record, load_judge
 
             self.judge = load_judge(loaded.target, self.config.target_name, self.config.dtype, self.config.device,
