@@ -382,6 +382,18 @@ def test_the_default_models_answer_a_gsm8k_question(tmp_path):
         running.stop()
 
 
+def one_gsm8k_trace(service: ApiService) -> dict:
+    """Serve `service`, ask gsm8k/self-consistency one question, return the request's trace."""
+    running = ServerThread(service).start()
+    try:
+        client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        reply = client.chat.completions.create(model="gsm8k/self-consistency", seed=3, messages=[
+            {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many apples does he have?"}])
+        return trace_of(running, reply.model_extra["seed_tot"]["trace_id"])
+    finally:
+        running.stop()
+
+
 def test_a_learned_judge_rates_every_chain_of_a_request(tmp_path):
     from seed_tot.models.loading import load_model
     from value_heads import tiny_value_head
@@ -391,14 +403,7 @@ def test_a_learned_judge_rates_every_chain_of_a_request(tmp_path):
                          tmp_path)
     assert "gsm8k/self-consistency" in service.catalog
     assert not any(m.startswith("creative-writing/") for m in service.catalog)  # no chain prompt to read states by
-    running = ServerThread(service).start()
-    try:
-        client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-        reply = client.chat.completions.create(model="gsm8k/self-consistency", seed=3, messages=[
-            {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many apples does he have?"}])
-        trace = trace_of(running, reply.model_extra["seed_tot"]["trace_id"])
-    finally:
-        running.stop()
+    trace = one_gsm8k_trace(service)
     assert trace["config"]["value_head"]["id"] == "tiny-head"
     assert trace["config"]["search"]["value_mode"] == "learned"
     rated = [n for n in trace["nodes"][1:] if n["value"] is not None]
@@ -420,14 +425,7 @@ def test_a_task_judged_by_default_gets_the_judge_without_a_server_value_mode(tmp
     assert service.catalog["gsm8k/self-consistency"].config.value_mode == "learned"
     assert service.catalog["gsm8k/self-consistency"].config.vote_weight == "value"
     assert service.catalog["gsm8k/bfs"].config.vote_weight == "leaf"
-    running = ServerThread(service).start()
-    try:
-        client = openai.OpenAI(base_url=running.url + "/v1", api_key="unused", max_retries=0, timeout=60)
-        reply = client.chat.completions.create(model="gsm8k/self-consistency", seed=3, messages=[
-            {"role": "user", "content": "Tom has 3 apples and buys 4 more. How many apples does he have?"}])
-        trace = trace_of(running, reply.model_extra["seed_tot"]["trace_id"])
-    finally:
-        running.stop()
+    trace = one_gsm8k_trace(service)
     assert trace["config"]["value_head"]["id"] == "tiny-head"
     assert [n for n in trace["nodes"][1:] if n["value"] is not None]
 
