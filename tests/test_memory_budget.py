@@ -133,3 +133,33 @@ def test_a_streamed_cast_loads_the_same_weights_as_transformers(tiny_pair, tmp_p
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
     ids = torch.tensor([[3, 14, 15, 92, 65]])
     assert torch.equal(streamed(ids).logits, reference(ids).logits)
+
+
+def test_embedding_tables_stored_in_the_computing_dtype_are_mapped_not_read(tmp_path):
+    """A run looks up a few thousand rows of a table that holds the whole vocabulary, so the table
+    stays a view of the file, whose pages come into memory only when touched; the values and the
+    model's outputs are those of transformers' own load."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from seed_tot.models.streamed_cast import embedding_names, load_streamed, read_cast
+    from seed_tot.models.tiny import build_tiny_pair
+
+    _, model, _ = build_tiny_pair(seed=3, dtype=torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    file_bytes = (tmp_path / "model.safetensors").stat().st_size
+    names = embedding_names(model)
+    assert names == {"model.embed_tokens.weight"}
+
+    mapped = dict(read_cast(tmp_path, torch.bfloat16, mapped=names.__contains__))
+    assert [n for n, t in mapped.items() if t.untyped_storage().nbytes() == file_bytes] == sorted(names)
+    cast = dict(read_cast(tmp_path, torch.float32, mapped=names.__contains__))  # another dtype: read and cast
+    assert all(t.untyped_storage().nbytes() < file_bytes for t in cast.values())
+
+    streamed = load_streamed(str(tmp_path), torch.bfloat16)
+    assert streamed.get_input_embeddings().weight.untyped_storage().nbytes() == file_bytes
+    reference = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    ours, theirs = streamed.state_dict(), reference.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    ids = torch.tensor([[3, 14, 15, 92, 65]])
+    assert torch.equal(streamed(ids).logits, reference(ids).logits)
