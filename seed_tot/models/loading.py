@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
 from seed_tot.errors import ModelNotFoundError, SeedTotError, TokenizerMismatchError
-from seed_tot.models.streamed_cast import load_streamed, needs_streamed_cast, streamable
+from seed_tot.models.streamed_cast import load_streamed, stored_float_dtypes
 from seed_tot.models.registry import ALIASES, cache_root, cached_model_dir, is_cached
 from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.runtime.packed_linear import pack_linear_layers, packed_layer_count, packing_applies, packing_works
@@ -128,11 +128,11 @@ def _load_pretrained(
         kwargs["quantization_config"] = GgufConfig(dequantize=True)
     tok_kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
-    if not gguf_file and Path(source).is_dir() and streamable(Path(source)):
-        if needs_streamed_cast(Path(source), dtype):  # a third of transformers' peak memory
-            return load_streamed(source, dtype, attn, pack=pack), tokenizer
-        if pack:  # packed one layer at a time: the plain copies never pile up
-            return load_streamed(source, dtype, attn, pack=True), tokenizer
+    stored = stored_float_dtypes(Path(source)) if not gguf_file and Path(source).is_dir() else None
+    # Streamed: a cast peaks at a third of transformers' memory; packing goes one layer at a time,
+    # so the plain copies never pile up.
+    if stored is not None and (stored != {dtype} or pack):
+        return load_streamed(source, dtype, attn, pack=pack), tokenizer
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     return model, tokenizer
 

@@ -30,20 +30,18 @@ def safetensors_header(path: Path) -> tuple[dict, int]:
     return header, 8 + length
 
 
-def stored_dtypes(model_dir: Path) -> set[str]:
-    return {entry["dtype"] for path in sorted(Path(model_dir).glob("*.safetensors"))
-            for entry in safetensors_header(path)[0].values()}
-
-
-def streamable(model_dir: Path) -> bool:
-    """True when the folder's safetensors hold only floating tensors read_cast can read."""
-    kinds = stored_dtypes(model_dir)
-    return bool(kinds) and kinds <= set(STORED_DTYPES)
+def stored_float_dtypes(model_dir: Path) -> set[torch.dtype] | None:
+    """The dtypes of the folder's safetensors, or None where it holds none, or a tensor read_cast
+    cannot read (an integer or quantized one)."""
+    kinds = {entry["dtype"] for path in sorted(Path(model_dir).glob("*.safetensors"))
+             for entry in safetensors_header(path)[0].values()}
+    return {STORED_DTYPES[k] for k in kinds} if kinds and kinds <= set(STORED_DTYPES) else None
 
 
 def needs_streamed_cast(model_dir: Path, dtype: torch.dtype) -> bool:
     """True when the folder's safetensors hold only floating tensors of another dtype."""
-    return streamable(model_dir) and {STORED_DTYPES[k] for k in stored_dtypes(model_dir)} != {dtype}
+    stored = stored_float_dtypes(model_dir)
+    return stored is not None and stored != {dtype}
 
 
 def _mapped_view(file_map: torch.Tensor, offset: int, entry: dict) -> torch.Tensor | None:

@@ -75,11 +75,16 @@ class ValueHead:
         os.replace(partial, path)
 
 
+def _meta(handle) -> dict:
+    """A head file's own header entry (KeyError: the file is not a seed-tot head)."""
+    return json.loads((handle.metadata() or {})[HEADER_KEY])
+
+
 def head_target_name(path: Path) -> str | None:
     """The target a head file names as the one it was trained for (None: not a seed-tot head)."""
     try:
         with safe_open(str(path), framework="pt") as handle:
-            return json.loads((handle.metadata() or {})[HEADER_KEY]).get("target")
+            return _meta(handle).get("target")
     except (KeyError, ValueError, OSError, SafetensorError):
         return None
 
@@ -90,7 +95,7 @@ def load_head(path: Path, target_name: str | None = None, target_fingerprint: st
         raise ConfigError(f"No value head at {path}: train one with `seed-tot train value`, or leave out --value-model.")
     try:
         with safe_open(str(path), framework="pt") as handle:
-            meta = json.loads((handle.metadata() or {})[HEADER_KEY])
+            meta = _meta(handle)
             tensors = {name: handle.get_tensor(name) for name in handle.keys()}
             missing = [name for name in TENSOR_NAMES if name not in tensors]
             if missing:
