@@ -14,6 +14,7 @@ thought and 4 sampled ones (temperature/top-p of the thoughts, one seed per requ
   d  `seed-tot gsm8k --method hf-generate`: transformers' generate() on the in-process target, one
      request after another (the usual baseline; slow: --generate-limit N runs it on the first N
      problems only, and the summary marks it)
+  e  `seed-tot gsm8k --int8`: a with the target's linear layers int8 (lossy: its chains may differ)
 
 Each system runs alone in a child process, measured from outside: wall seconds, peak RSS of its
 process tree (llama.cpp's server included), load average before and after. Writes OUT/<system>/
@@ -48,6 +49,7 @@ SYSTEMS = {
     "b": "llama.cpp server, tuned, harness client",
     "c": "seed-tot gsm8k --method llama-cpp",
     "d": "seed-tot gsm8k --method hf-generate (transformers generate())",
+    "e": "seed-tot gsm8k --int8 (in-process, int8 linear layers: lossy)",
 }
 DEFAULT_DATA = "tasks/data/gsm8k/test.jsonl"
 
@@ -239,7 +241,7 @@ def read_cli_run(run_dir: Path) -> dict:
     }
 
 
-CLI_SYSTEMS = ("a", "c", "d")  # systems that are a `seed-tot gsm8k` run
+CLI_SYSTEMS = ("a", "c", "d", "e")  # systems that are a `seed-tot gsm8k` run
 
 
 def cli_command(spec: dict, system: str, out: Path) -> list[str]:
@@ -249,6 +251,8 @@ def cli_command(spec: dict, system: str, out: Path) -> list[str]:
         command += ["--method", "llama-cpp", "--server-parallel", str(spec["rows"])]
     if system == "d":
         command += ["--method", "hf-generate"]
+    if system == "e":
+        command += ["--int8"]
     return command
 
 
@@ -308,7 +312,8 @@ def answers_table(rows: list[dict], problem_ids: list[str]) -> list[str]:
 @click.option("--limit", type=int, default=10, show_default=True, help="Number of problems.")
 @click.option("--systems", default="a,b,c", show_default=True, help="Comma-separated: a (seed-tot gsm8k default), "
               "b (tuned llama.cpp + harness client), c (seed-tot gsm8k --method llama-cpp), d (seed-tot gsm8k "
-              "--method hf-generate: transformers generate(), one request after another; slow).")
+              "--method hf-generate: transformers generate(), one request after another; slow), e (seed-tot gsm8k --int8: "
+              "int8 linear layers, lossy).")
 @click.option("--generate-limit", type=int, default=None, help="Run system d on the first N problems only "
               "(default: all of them); the summary marks a system that ran on fewer problems.")
 @click.option("--concurrency", type=int, default=4, show_default=True, help="Problems at once, the same for every system.")

@@ -106,6 +106,7 @@ def test_a_learned_judge_on_a_task_without_a_chain_prompt_is_refused_before_load
     (("--search", "bfs"), ("samples", "leaf")),  # the rule that chose the judged vote measured the vote only
     (("--vote-weight", "leaf"), ("samples", "leaf")),  # a named weight or mode is kept
     (("--value-mode", "logits"), ("logits", "leaf")),
+    (("--int8",), ("samples", "leaf")),  # the head reads the 16-bit target's hidden states
 ])
 def test_gsm8k_self_consistency_is_judged_by_default_only_where_a_head_ships_in_process(args, expected):
     config = printed("gsm8k", "--limit", "1", *args)
@@ -115,3 +116,12 @@ def test_gsm8k_self_consistency_is_judged_by_default_only_where_a_head_ships_in_
 def test_a_task_without_a_judged_vote_keeps_the_plain_vote():
     config = printed("blocksworld", "--search", "self-consistency", "--limit", "1")
     assert (config["value_mode"], config["vote_weight"]) == ("logits", "leaf")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("--int8", "--value-mode", "learned"), "reads the 16-bit target's hidden states"),
+    (("--int8", "--method", "llama-cpp"), "decodes elsewhere"),
+])
+def test_int8_is_refused_where_it_cannot_apply_before_loading(args, needle):
+    result = run("gsm8k", "--limit", "1", *args, "--print-config")
+    assert result.exit_code != 0 and needle in result.stderr

@@ -23,6 +23,7 @@ def model_options(f):
         click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto", show_default=True, help="auto: bfloat16 on CUDA; on a CPU, float16 where it has AVX-512 FP16 (faster and closer to float32 than bfloat16 here), else bfloat16 where it has AVX-512 BF16, else float32."),
         click.option("--draft-dtype", "draft_dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16"]), default="auto", show_default=True, help="Draft model dtype. auto: the target's, except bfloat16 beside a float16 target on a CPU with packed bfloat16 products (faster for a draft's narrow forwards). The target verifies every token, so this never changes the output."),
         click.option("--threads", type=int, default=None, help="torch threads for the target (default: all cores)."),
+        click.option("--int8", is_flag=True, help="Round the target's linear layers to int8 (CPU with fbgemm; the MLP's down projections stay 16-bit): faster decoding, but lossy, so greedy output differs from the 16-bit target's at a few percent of positions (docs/engines.md#int8-linear-layers). In-process methods; not with the learned judge."),
         click.option("--max-memory", "max_memory", default=None, metavar="SIZE", help="Memory the in-process run may hold, e.g. 8G (default: half the machine's RAM). Rows wait in the queue and the prefix cache shrinks to stay under it; a budget that cannot hold the weights and one row is refused before loading."),
     ])
 

@@ -41,6 +41,7 @@ class RunConfig(BaseModel):
     device: str
     dtype: str
     draft_dtype: str = "auto"
+    int8: bool = False  # the target's linear layers int8 (seed_tot/runtime/int8_linear.py)
     threads: int | None
     max_memory: str | None = None  # None: default_budget() (half the machine's RAM)
     # method
@@ -153,7 +154,7 @@ def judged_by_default(config: RunConfig, task) -> bool:
 
     method = config.method_info
     return (task.judged_vote and task.cot_prompt is not None and method.in_process and not config.on_ray
-            and ships_head_for(config.target_name))
+            and not config.int8 and ships_head_for(config.target_name))
 
 
 def check_learned_judge(config: RunConfig) -> None:
@@ -164,6 +165,9 @@ def check_learned_judge(config: RunConfig) -> None:
                           "actors do not send back: drop --ray, or use --value-mode logits.")
     if config.value_model is not None and config.value_mode != "learned":
         raise ConfigError("--value-model applies to --value-mode learned: add it, or drop --value-model.")
+    if config.value_mode == "learned" and config.int8:
+        raise ConfigError("--value-mode learned reads the 16-bit target's hidden states, which --int8 changes: "
+                          "drop --int8, or use --value-mode logits.")
 
 
 def check_config(config: RunConfig, task) -> dict:
@@ -172,6 +176,9 @@ def check_config(config: RunConfig, task) -> dict:
     check_numbers(config)
     settings = executor_settings(config)
     method = config.method_info
+    if config.int8 and not method.in_process:
+        raise ConfigError(f"--int8 rounds the in-process target's weights, and --method {config.method} decodes "
+                          "elsewhere: drop --int8, or pick an in-process method such as batched-lookup.")
     if config.on_ray and not method.in_process:
         raise ConfigError(f"--ray runs the in-process methods, not --method {config.method}: pick e.g. --method "
                           "batched-lookup, or drop --ray and point --method server at your engine.")

@@ -44,7 +44,7 @@ def executor_spec(config: RunConfig, settings: dict):
     from seed_tot.distributed.spec import ExecutorSpec
 
     return ExecutorSpec(method=config.method, target=config.target_name, draft=config.draft_name, dtype=config.dtype,
-                        device=config.device, draft_dtype=config.draft_dtype, threads=config.threads, options=settings)
+                        int8=config.int8, device=config.device, draft_dtype=config.draft_dtype, threads=config.threads, options=settings)
 
 
 def open_engine(config: RunConfig, longest_request: int | None = None):

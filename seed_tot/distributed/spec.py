@@ -22,6 +22,7 @@ class ExecutorSpec:
     target: str = "default-target"
     draft: str = "default-draft"
     dtype: str = "auto"
+    int8: bool = False  # the target's linear layers int8 (load_model's int8)
     device: str = "auto"
     draft_dtype: str = "auto"
     threads: int | None = None  # torch threads; None leaves torch's default
@@ -36,7 +37,7 @@ class ExecutorSpec:
 
         if self.threads:
             torch.set_num_threads(self.threads)
-        target = load_model(self.target, dtype=self.dtype, device=self.device)
+        target = load_model(self.target, dtype=self.dtype, device=self.device, int8=self.int8)
         method = method_named(self.method)
         if not method.needs_draft:
             return target, None
@@ -67,5 +68,6 @@ def model_names(target: ModelRunner, draft: ModelRunner | NamedDraft | None) -> 
 def trace_settings(method: str, target: ModelRunner, options: dict[str, Any]) -> dict[str, Any]:
     """The run settings a trace records beside the search config: method, resolved dtype, whether
     subnormals are flushed, method options."""
-    return {"method": method, "dtype": dtype_name(target.dtype), "flush_subnormals": target.flushes_subnormals,
+    int8 = {"int8_linear_layers": target.int8_layers} if target.int8_layers else {}
+    return {"method": method, "dtype": dtype_name(target.dtype), "flush_subnormals": target.flushes_subnormals, **int8,
             **{k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}}

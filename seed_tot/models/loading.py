@@ -14,6 +14,7 @@ from seed_tot.errors import ModelNotFoundError, SeedTotError, TokenizerMismatchE
 from seed_tot.models.streamed_cast import load_streamed, stored_float_dtypes
 from seed_tot.models.registry import ALIASES, cache_root, cached_model_dir, is_cached
 from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.runtime.int8_linear import int8_layer_count, quantize_linear_layers, require_int8
 from seed_tot.runtime.packed_linear import pack_linear_layers, packed_layer_count, packing_applies, packing_works
 from seed_tot.runtime.runner import ModelRunner
 
@@ -117,7 +118,8 @@ def _load_tiny(name: str, dtype: torch.dtype):
 
 
 def _load_pretrained(
-    source: str, dtype: torch.dtype, gguf_file: str | None = None, attn: str | None = None, pack: bool = False
+    source: str, dtype: torch.dtype, gguf_file: str | None = None, attn: str | None = None, pack: bool = False,
+    int8: bool = False,
 ):
     kwargs = {"dtype": dtype}
     if attn:
@@ -129,10 +131,10 @@ def _load_pretrained(
     tok_kwargs = {"gguf_file": gguf_file} if gguf_file else {}
     tokenizer = AutoTokenizer.from_pretrained(source, **tok_kwargs)
     stored = stored_float_dtypes(Path(source)) if not gguf_file and Path(source).is_dir() else None
-    # Streamed: a cast peaks at a third of transformers' memory; packing goes one layer at a time,
-    # so the plain copies never pile up.
-    if stored is not None and (stored != {dtype} or pack):
-        return load_streamed(source, dtype, attn, pack=pack), tokenizer
+    # Streamed: a cast peaks at a third of transformers' memory; packing (or int8) goes one layer
+    # at a time, so the plain copies never pile up.
+    if stored is not None and (stored != {dtype} or pack or int8):
+        return load_streamed(source, dtype, attn, pack=pack, int8=int8), tokenizer
     model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
     return model, tokenizer
 
@@ -182,10 +184,16 @@ def load_model(
     device: str = "auto",
     cache_dir: str | None = None,
     attn_implementation: str | None = None,
+    int8: bool = False,
 ) -> ModelRunner:
-    """Load one model (alias, local dir, .gguf or hub id) and wrap it in a ModelRunner."""
+    """Load one model (alias, local dir, .gguf or hub id) and wrap it in a ModelRunner.
+
+    int8: its linear layers int8 (seed_tot.runtime.int8_linear; lossy, CPU only), but the MLP's
+    down projections, which stay in `dtype` (packed where packing applies)."""
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, dev, name)
+    if int8:
+        require_int8(dev)
     started = time.perf_counter()
     if name in TINY_ALIASES:
         model, tokenizer = _load_tiny(name, torch_dtype)
@@ -193,17 +201,18 @@ def load_model(
         source, gguf_file = _locate(name, cache_dir)
         try:
             pack = packing_applies(dev, torch_dtype)
-            model, tokenizer = _load_pretrained(source, torch_dtype, gguf_file, attn_implementation, pack)
+            model, tokenizer = _load_pretrained(source, torch_dtype, gguf_file, attn_implementation, pack, int8)
         except (OSError, ValueError) as exc:
             raise ModelNotFoundError(
                 f"Could not load model {name!r} ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
                 "pass a local directory or .gguf file, or run `seed-tot models pull` for the default pair."
             ) from exc
     model = model.to(dev)
+    if int8:
+        quantize_linear_layers(model)  # what the load left 16-bit (tiny models; a tied output head)
     pack_linear_layers(model)  # what the load left plain (a tied output head; every layer of other loads)
-    packed = packed_layer_count(model)
-    log.info("loaded %s (%s, %s, %d linear layers packed) in %.1f s", name, torch_dtype, dev, packed,
-             time.perf_counter() - started)
+    log.info("loaded %s (%s, %s, %d linear layers packed, %d int8) in %.1f s", name, torch_dtype, dev,
+             packed_layer_count(model), int8_layer_count(model), time.perf_counter() - started)
     return ModelRunner(model, tokenizer, name=name)
 
 

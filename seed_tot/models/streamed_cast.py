@@ -106,16 +106,19 @@ def _assign(model: torch.nn.Module, name: str, tensor: torch.Tensor) -> str | No
     return owner_name
 
 
-def load_streamed(model_dir: str, dtype: torch.dtype, attn: str | None = None, pack: bool = False):
+def load_streamed(model_dir: str, dtype: torch.dtype, attn: str | None = None, pack: bool = False, int8: bool = False):
     """The model of `model_dir` in `dtype`, built without weights and filled tensor by tensor.
 
     pack: reorder each linear layer for oneDNN (runtime.packed_linear) as soon as its tensors are
     read, so the plain copy is freed before the next is read: packing a fully loaded model instead
     left the freed plain weights resident (measured on the 1.5B target in bfloat16: 6.2 GiB
-    resident after packing, against 3.8 GiB this way)."""
+    resident after packing, against 3.8 GiB this way).
+    int8: make each linear layer int8 as its tensors arrive (runtime.int8_linear), those that stay
+    16-bit packed where `pack` says so."""
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
+    from seed_tot.runtime.int8_linear import quantize_if_loaded
     from seed_tot.runtime.packed_linear import pack_if_loaded, return_freed_memory
 
     config = AutoConfig.from_pretrained(model_dir)
@@ -125,7 +128,9 @@ def load_streamed(model_dir: str, dtype: torch.dtype, attn: str | None = None, p
     for name, tensor in read_cast(Path(model_dir), dtype, mapped=embedding_names(model).__contains__):
         owner_name = _assign(model, name, tensor)
         del tensor
-        if pack and owner_name is not None and pack_if_loaded(model, owner_name):
+        if owner_name is None:
+            continue
+        if (int8 and quantize_if_loaded(model, owner_name)) or (pack and pack_if_loaded(model, owner_name)):
             return_freed_memory()  # the plain copy just freed, before the next read lands beside it
     model.tie_weights()
     empty = [name for name, tensor in [*model.named_parameters(), *model.named_buffers()] if tensor.is_meta]

@@ -68,6 +68,13 @@ class ModelRunner:
         return sum(isinstance(module, PackedLinear) for module in self.model.modules())
 
     @property
+    def int8_layers(self) -> int:
+        """How many linear layers hold int8 weights (seed_tot.runtime.int8_linear)."""
+        from seed_tot.runtime.int8_linear import int8_layer_count
+
+        return int8_layer_count(self.model)
+
+    @property
     def pad_token_id(self) -> int:
         tok = self.tokenizer
         if tok is not None and tok.pad_token_id is not None:

@@ -1,0 +1,97 @@
+"""int8 linear layers (seed_tot/runtime/int8_linear.py): opt-in and lossy, so these tests check
+that the product is the rounded product, which layers are rounded, and that a run records it."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+from click.testing import CliRunner
+
+from seed_tot.models.loading import load_model
+from seed_tot.models.tiny import build_tiny_pair
+from seed_tot.runtime.int8_linear import Int8Linear, int8_layer_count, int8_works
+
+needs_int8 = pytest.mark.skipif(not int8_works(), reason="this CPU or torch build has no fbgemm int8 product")
+
+
+def _rounded_product(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """What the layer should compute: per-channel int8 weights, and the input rounded to 8 bits
+    with one affine scale for the whole call, as fbgemm does."""
+    w_scale = weight.abs().amax(dim=1, keepdim=True) / 127
+    w = torch.round(weight / w_scale).clamp(-127, 127) * w_scale
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    x_scale = (high - low) / 255
+    zero = round(-low / x_scale)
+    xq = (torch.round(x / x_scale) + zero).clamp(0, 255)
+    return F.linear((xq - zero) * x_scale, w)
+
+
+@needs_int8
+@pytest.mark.parametrize("rows", [1, 5, 32])
+def test_the_int8_product_is_the_product_of_the_rounded_values(rows):
+    generator = torch.Generator().manual_seed(rows)
+    linear = torch.nn.Linear(96, 40, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(40, 96, generator=generator))
+    x = torch.randn(rows, 96, generator=generator)
+    got = Int8Linear(linear)(x)
+    exact = F.linear(x, linear.weight)
+    rounded = _rounded_product(x, linear.weight.detach())
+    scale = float(exact.abs().max())
+    assert (got - rounded).abs().max() < 1e-4 * scale  # what rounding predicts
+    assert (got - exact).abs().max() < 0.05 * scale  # and near the exact product, but not equal
+    assert not torch.equal(got, exact)
+
+
+@needs_int8
+def test_the_layer_keeps_its_inputs_dtype_and_shape_and_its_bias():
+    linear = torch.nn.Linear(64, 24)
+    x = torch.randn(2, 3, 64).bfloat16()
+    got = Int8Linear(linear)(x)
+    assert got.dtype == torch.bfloat16 and got.shape == (2, 3, 24)
+    want = linear(x.float())
+    assert (got.float() - want).abs().max() < 0.05 * float(want.abs().max())
+
+
+@needs_int8
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_model_loaded_int8_rounds_every_linear_layer_but_the_down_projections(dtype):
+    plain = load_model("tiny-target", dtype=dtype)
+    rounded = load_model("tiny-target", dtype=dtype, int8=True)
+    config = rounded.model.config
+    linears = [m for m in plain.model.modules() if isinstance(m, torch.nn.Linear) or m.__class__.__name__ == "PackedLinear"]
+    down = sum(m.in_features == config.intermediate_size for m in linears)
+    assert down == config.num_hidden_layers
+    assert rounded.int8_layers == len(linears) - down and plain.int8_layers == 0
+    ids = torch.randint(0, 200, (2, 13), generator=torch.Generator().manual_seed(2))
+    want, got = plain.forward(ids).float(), rounded.forward(ids).float()
+    assert not torch.equal(got, want)
+    assert (got - want).abs().max() < 0.2 * float(want.abs().max())
+
+
+@needs_int8
+def test_a_saved_model_is_rounded_layer_by_layer_as_it_loads(tmp_path):
+    _, model, tokenizer = build_tiny_pair(seed=5, dtype=torch.bfloat16)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    from seed_tot.models.streamed_cast import load_streamed
+
+    streamed = load_streamed(str(tmp_path), torch.bfloat16, int8=True)
+    loaded = load_model(str(tmp_path), dtype="bfloat16", int8=True)
+    assert int8_layer_count(streamed) == loaded.int8_layers > 0
+    ids = torch.randint(0, 200, (1, 9), generator=torch.Generator().manual_seed(4))
+    assert torch.equal(streamed(ids).logits, loaded.forward(ids))
+
+
+@needs_int8
+def test_an_int8_run_records_its_int8_layers_in_the_trace(tmp_path):
+    from seed_tot.cli import main
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["gsm8k", "--tiny", "--int8", "--limit", "1", "--cot-samples", "1",
+                                       "--max-new-tokens", "8", "--cot-max-new-tokens", "8", "--out", str(out)])
+    assert result.exit_code == 0, (result.exception, result.output[-2000:])
+    trace = json.loads(next((out / "traces").glob("*.json")).read_text())
+    text = json.dumps(trace)
+    assert '"int8": true' in text and '"int8_linear_layers": ' in text
