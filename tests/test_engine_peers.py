@@ -25,7 +25,9 @@ from seed_tot_tasks import get_task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "engine_peers.py"
-SYSTEMS = ("a", "b", "c", "d")
+from seed_tot.runtime.int8_linear import int8_works  # noqa: E402
+
+SYSTEMS = ("a", "b", "c", "d", *(("e",) if int8_works() else ()))  # e needs fbgemm's int8 product
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +67,9 @@ def test_summary_has_every_system_with_plausible_fields(peers):
     assert rows["c"]["engine"]["model_sha256"] == rows["b"]["knobs"]["model_sha256"]
     assert rows["b"]["chains"] == rows["c"]["chains"] == rows["d"]["chains"] == summary["chains"]
     assert rows["d"]["method"] == "hf-generate" and "--method hf-generate" in rows["d"]["command"]
+    if "e" in rows:
+        assert "--int8" in rows["e"]["command"] and rows["e"]["executor_settings"]["int8_linear_layers"] > 0
+        assert "int8_linear_layers" not in rows["a"]["executor_settings"]
     table = markdown_table(summary["systems"], len(summary["problems"]))
     assert table in markdown
     marked = [line for line in table.splitlines() if "†" in line]
