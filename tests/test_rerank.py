@@ -25,6 +25,13 @@ def test_the_weighted_vote_sums_values_per_answer():
     assert weighted_vote_credit([("7", 0.5), ("8", 0.5)], {"8"}) == 0.5
 
 
+def test_the_values_power_runs_from_the_plain_vote_to_best_of_k():
+    chains = [("7", 0.4), ("7", 0.4), ("8", 0.7), (None, 9.0)]
+    assert weighted_vote_credit(chains, {"7"}, power=0) == 1.0  # two votes against one
+    assert weighted_vote_credit(chains, {"7"}, power=1) == 1.0  # 0.8 against 0.7
+    assert weighted_vote_credit(chains, {"7"}, power=2) == 0.0  # 0.32 against 0.49: the best chain's answer
+
+
 def test_expected_credit_is_the_mean_over_every_subset():
     chains = [("7", 0.9), ("8", 0.5), ("8", 0.1)]
     # pairs: {7,8a} -> 7, {7,8b} -> 7, {8a,8b} -> 8: 2/3
@@ -88,3 +95,37 @@ def test_scoring_rates_each_chain_once_and_resumes(tmp_path, monkeypatch):
     assert again.exit_code == 0, again.output
     assert len((tmp_path / "chain_values.jsonl").read_text().splitlines()) == 4  # nothing rated twice
     assert "| 2 |" in again.output
+
+
+def test_vote_weight_cv_values_each_training_chain_by_a_head_that_never_saw_its_problem(tmp_path):
+    import torch
+
+    from seed_tot.observe.paired_stats import expected_vote_accuracy
+    from seed_tot.values.store import FeatureStore
+
+    generator = torch.Generator().manual_seed(0)
+    answers = {f"gsm8k-train-{n}": [["7", "8", "8", "9"], ["7", "7", "8", "6"]][n % 2] for n in range(1, 13)}
+    write_pool(tmp_path, [(pid, "7", chains) for pid, chains in answers.items()])
+    settings = {"target": "tiny", "target_fingerprint": "x", "dtype": "float32", "layers": [1], "feature_rule": "r"}
+    store = FeatureStore(tmp_path / "train" / "features-float32", settings)
+    rows, features = [], []
+    for pid, chains in answers.items():
+        for index, answer in enumerate(chains, 1):
+            rows.append({"problem_id": pid, "chain_index": index, "states": 1, "correct": answer == "7"})
+            signal = 2.0 if answer == "7" else -2.0  # the feature tells right chains from wrong ones
+            features.append(torch.tensor([signal, 0.0, 0.0, 0.0]) + 0.3 * torch.randn(4, generator=generator))
+    store.append(rows, torch.stack(features)[:, None, :])
+    chosen = {"layer": 1, "l2": 0.1, "scope": "final"}
+    (tmp_path / "train" / "fit_report.json").write_text(json.dumps({"chosen": chosen}))
+
+    out = tmp_path / "cv"
+    result = CliRunner().invoke(load_script("vote_weight_cv").main, [
+        str(tmp_path / "train"), "--pool", str(tmp_path), "--samples", "4", "--ks", "2,4", "--resamples", "200",
+        "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    found = {(r["k"], r["power"]): r for r in json.loads(out.with_suffix(".json").read_text())["rows"]}
+    assert found[(4, 1.0)]["minus_power_1"] == 0.0 and found[(4, 1.0)]["problems"] == 12
+    plain = sum(expected_vote_accuracy(chains, {"7"}, 2) for chains in answers.values())
+    assert found[(2, 0.0)]["correct"] == pytest.approx(plain, abs=0.01)  # power 0: the plain vote
+    assert found[(4, 8.0)]["correct"] == 12.0 > found[(4, 0.0)]["correct"]  # a judge that knows picks the one 7
+    assert "| 4 | 8 | 12.00/12 |" in out.with_suffix(".md").read_text()

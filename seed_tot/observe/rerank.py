@@ -31,11 +31,12 @@ def best_chain_credit(chains: Sequence[Chain], correct: set[str]) -> float:
     return sum(answer in correct for answer in best) / len(best)
 
 
-def weighted_vote_credit(chains: Sequence[Chain], correct: set[str]) -> float:
-    """The expected correctness of the answer whose chains' values sum highest."""
+def weighted_vote_credit(chains: Sequence[Chain], correct: set[str], power: float = 1.0) -> float:
+    """The expected correctness of the answer whose chains' values (each to `power`: 0 is the plain
+    vote of the valued chains, large powers near best-of-K) sum highest."""
     totals: dict[str, float] = defaultdict(float)
     for answer, value in _candidates(chains):
-        totals[answer] += value
+        totals[answer] += value ** power
     if not totals:
         return 0.0
     top = max(totals.values())
