@@ -95,3 +95,20 @@ def test_an_int8_run_records_its_int8_layers_in_the_trace(tmp_path):
     trace = json.loads(next((out / "traces").glob("*.json")).read_text())
     text = json.dumps(trace)
     assert '"int8": true' in text and '"int8_linear_layers": ' in text
+
+
+@needs_int8
+def test_the_product_benchmark_writes_every_width_and_shape(tmp_path):
+    from script_helpers import load_script
+
+    from seed_tot.runtime.packed_linear import packing_works
+
+    if not packing_works(torch.bfloat16):
+        pytest.skip("no packed bfloat16 product on this CPU")
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(load_script("bench_int8_linear").main, [
+        "--threads", "1", "--rows", "1,4", "--repeats", "1", "--shapes", "64x48,48x64", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["rows"], r["in"]) for r in rows] == [(1, 64), (1, 48), (4, 64), (4, 48)]
+    assert all(r["bf16_packed_ms"] > 0 and r["int8_ms"] > 0 and r["int8_speedup"] > 0 for r in rows)
