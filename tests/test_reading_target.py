@@ -67,3 +67,24 @@ def test_a_judge_beside_an_engine_without_a_head_for_its_target_says_how_to_trai
     _, folder = saved_target
     with pytest.raises(ConfigError, match="No value head ships .*seed-tot train value"):
         LearnedJudge.beside_engine(str(folder), dtype="float32", device="cpu")
+
+
+@pytest.mark.skipif(not packing_works(torch.bfloat16), reason="this CPU packs no bfloat16 linear layers")
+def test_a_judge_beside_an_engine_keeps_a_stored_bfloat16_embedding_table_in_the_file(tmp_path):
+    """A run reads a few thousand of the table's rows: the rest need not be in memory."""
+    from seed_tot.models.tiny import build_tiny_pair
+
+    folder = tmp_path / "bf16-target"
+    _, model, tokenizer = build_tiny_pair(dtype=torch.bfloat16)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    target = load_model(str(folder), dtype="bfloat16")
+    head = tiny_value_head(target, tmp_path / "head.safetensors")
+    beside = LearnedJudge.beside_engine(str(folder), dtype="bfloat16", device="cpu", path=head)
+    table = beside.reader.target.model.get_input_embeddings().weight
+    assert table.untyped_storage().nbytes() == (folder / "model.safetensors").stat().st_size
+    assert beside.reader.target.packed_layers > 0
+    whole = LearnedJudge.load(target, head)
+    task = Gsm8kTask()
+    problem = task.load()[0]
+    assert beside.values(task, problem, STATES) == pytest.approx(whole.values(task, problem, STATES), abs=1e-6)

@@ -31,14 +31,16 @@ def _embedding_names(model) -> set[str]:
     return {f"{name}.weight" for name, module in model.named_modules() if module is embeddings}
 
 
-def _fill(model, model_dir: Path, dtype: torch.dtype, wanted) -> None:
-    """Assign the saved tensors whose names `wanted` accepts."""
-    model.load_state_dict(dict(read_cast(model_dir, dtype, keep=wanted)), strict=False, assign=True)
+def _fill(model, model_dir: Path, dtype: torch.dtype, wanted, mapped=None) -> None:
+    """Assign the saved tensors whose names `wanted` accepts (those `mapped` accepts mapped from
+    the file where stored in `dtype`: read_cast)."""
+    model.load_state_dict(dict(read_cast(model_dir, dtype, keep=wanted, mapped=mapped)), strict=False, assign=True)
 
 
 def skeleton_for_reading(model_dir: str | Path, dtype: torch.dtype):
     """The saved model built without weights, holding only its input embeddings and its
-    one-dimensional weights: enough for its weights' fingerprint."""
+    one-dimensional weights: enough for its weights' fingerprint. An embedding table stored in
+    `dtype` stays mapped from the file (only the rows read come into memory)."""
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -47,7 +49,8 @@ def skeleton_for_reading(model_dir: str | Path, dtype: torch.dtype):
         model = AutoModelForCausalLM.from_config(config, dtype=dtype)
     shapes = {name: parameter.dim() for name, parameter in model.named_parameters()}
     embeddings = _embedding_names(model)
-    _fill(model, Path(model_dir), dtype, lambda name: name in embeddings or shapes.get(name) == 1)
+    _fill(model, Path(model_dir), dtype, lambda name: name in embeddings or shapes.get(name) == 1,
+          mapped=embeddings.__contains__)
     return model.eval()
 
 

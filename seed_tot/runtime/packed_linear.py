@@ -110,10 +110,12 @@ def return_freed_memory() -> None:
         trim(0)
 
 
-def pack_linear_layers(model: torch.nn.Module) -> int:
+def pack_linear_layers(model: torch.nn.Module, copy_out: bool = True) -> int:
     """Replace every nn.Linear of a CPU model in bfloat16 by a PackedLinear, where this
     build and CPU support it and the environment does not turn it off; return how many. Layers
-    left empty (meta weights, as a judge's reading target leaves the layers above its head) stay."""
+    left empty (meta weights, as a judge's reading target leaves the layers above its head) stay.
+    copy_out: give the tensors left plain their own storage, which a model loaded by transformers
+    needs (see _copy_out_of_loaded_storage); False for a model whose tensors read_cast read."""
     dtype = next(model.parameters()).dtype
     if not packing_applies(next(model.parameters()).device, dtype):
         return 0
@@ -123,8 +125,9 @@ def pack_linear_layers(model: torch.nn.Module) -> int:
             if type(child) is torch.nn.Linear and child.weight.dtype == dtype and not child.weight.is_meta:
                 setattr(parent, name, PackedLinear(child))
                 packed += 1
-    if packed:
+    if packed and copy_out:
         _copy_out_of_loaded_storage(model)
+    if packed:
         return_freed_memory()
     return packed
 

@@ -74,7 +74,9 @@ class LearnedJudge:
         head = _head_for(target_name, weights_fingerprint(model), path)
         fill_layers(model, folder, torch_dtype, max(head.layers))
         move_loaded(model, torch_device)
-        pack_linear_layers(model)  # as load_model does: bfloat16 reads on CPUs that pack them
+        # as load_model does: bfloat16 reads on CPUs that pack them; every tensor was read by
+        # read_cast, so none views a whole-file mapping and the embedding table may stay mapped
+        pack_linear_layers(model, copy_out=False)
         return cls(head, ModelRunner(model, load_tokenizer(target_name), name=target_name))
 
     @property
