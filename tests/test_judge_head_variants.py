@@ -30,3 +30,14 @@ def test_both_heads_find_the_signal_out_of_fold(tmp_path):
         chain, step = variants.cross_validated(table, kind, 3, 1.0, "all")
         assert chain > 0.9 and step > 0.9, kind
     assert variants.cross_validated(table, "point", "cat", 1.0, "final")[0] > 0.9
+
+
+def test_chain_pooling_reads_each_chain_whole_and_finds_the_signal(tmp_path):
+    pooling = load_script("judge_chain_pooling_cv")
+    table = _store(tmp_path).table()
+    means = pooling.chain_means(table, 0)
+    first_chain = table.features[table.chains == 0][:, 0].float().mean(0)
+    assert torch.allclose(means[0], first_chain)
+    rows = pooling.pooling_rows(table, [1.0])
+    assert {r["reads"] for r in rows} == {"final", "mean", "final+mean", "final, logits summed"}
+    assert all(r["chain_cv"] > 0.9 for r in rows)
