@@ -49,3 +49,18 @@ def test_the_embedded_server_uses_every_core_it_may_run_on_whatever_the_load(mon
 
     monkeypatch.setattr(os, "getloadavg", lambda: (99.0, 99.0, 99.0))  # a busy-looking machine changes nothing
     assert default_threads() == len(os.sched_getaffinity(0))
+
+
+@no_gpu
+def test_rollouts_follow_the_same_choice_when_only_sampling(monkeypatch):
+    import seed_tot.models.loading as loading
+    from seed_tot.values.rollout_engine import resolve_rollout_engine
+
+    monkeypatch.setattr(loading, "cpu_supports_bf16", lambda: False)
+    monkeypatch.setattr(loading, "cpu_supports_fp16", lambda: False)
+    assert resolve_rollout_engine("auto", "default-target", weights_loaded=False) == "llama-cpp"
+    assert resolve_rollout_engine("auto", "default-target", weights_loaded=True) == "in-process"  # no second copy
+    assert resolve_rollout_engine("in-process", "default-target", weights_loaded=False) == "in-process"
+    monkeypatch.setattr(loading, "cpu_supports_bf16", lambda: True)
+    assert resolve_rollout_engine("auto", "default-target", weights_loaded=False) == "in-process"
+    assert resolve_rollout_engine("auto", "/models/saved-dir", weights_loaded=False) == "in-process"

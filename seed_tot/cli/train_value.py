@@ -20,7 +20,12 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.values.rollout_engine import ROLLOUT_METHODS, load_rollout_target, open_rollout_executor
+from seed_tot.values.rollout_engine import (
+    ROLLOUT_ENGINE_CHOICES,
+    load_rollout_target,
+    open_rollout_executor,
+    resolve_rollout_engine,
+)
 
 DEFAULT_LAYER_FRACTIONS = (0.25, 0.5, 0.75)
 L2_GRID = (0.01, 0.1, 1.0)
@@ -71,9 +76,11 @@ def training_problems(task, data: Path | None, count: int) -> tuple[list, Path]:
               help="Sample missing rollouts first (--no-collect: fit on what the pool holds).")
 @click.option("--collect-only", is_flag=True, help="Stop after sampling the rollouts (a long first stage).")
 @click.option("--seed", default=0, show_default=True, help="Run seed of the rollouts and of the cross-validation folds.")
-@click.option("--rollout-engine", type=click.Choice(list(ROLLOUT_METHODS)), default="in-process", show_default=True,
+@click.option("--rollout-engine", type=click.Choice(list(ROLLOUT_ENGINE_CHOICES)), default="auto", show_default=True,
               help="What samples the rollouts: the in-process target, or llama.cpp's server on the target's own "
-                   "GGUF file (the same weights; faster on a CPU without native 16-bit arithmetic).")
+                   "GGUF file (the same weights; faster on a CPU without native 16-bit arithmetic). auto: with "
+                   "--collect-only, llama.cpp for a GGUF target on such a CPU when it is installed; else in process "
+                   "(a run that goes on to the features has the target loaded already).")
 def value(task_name, target, dtype, data, problems, samples, concurrency, out, pool, layers, collect, collect_only, seed,
           rollout_engine):
     """Train a value head on the target's rollouts; writes OUT/value_head.safetensors
@@ -86,7 +93,7 @@ def value(task_name, target, dtype, data, problems, samples, concurrency, out, p
 
 
 def _train(task_name, target_name, dtype, data, count, samples, concurrency, out, pool, layers_text, collect,
-           collect_only, seed, rollout_engine="in-process"):
+           collect_only, seed, rollout_engine="auto"):
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.runtime.hidden import decoder_layer_count
     from seed_tot.values.features import FeatureReader
@@ -97,6 +104,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     if task.cot_prompt is None:
         raise ConfigError(f"Task {task_name!r} has no chain-of-thought prompt, so it has no rollouts to learn from.")
     problems, data_path = training_problems(task, data, count)
+    rollout_engine = resolve_rollout_engine(rollout_engine, target_name, weights_loaded=not collect_only)
     # the features need the weights here; rollouts alone from an engine need only the tokenizer
     target = load_rollout_target(target_name, dtype, rollout_engine if collect_only else "in-process")
     if collect:

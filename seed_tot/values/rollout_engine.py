@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from seed_tot.scheduling.methods import IN_PROCESS_DEFAULT_METHOD, method_named
 
 ROLLOUT_METHODS = {"in-process": IN_PROCESS_DEFAULT_METHOD, "llama-cpp": "llama-cpp"}
+AUTO_ROLLOUT_ENGINE = "auto"
+ROLLOUT_ENGINE_CHOICES = (AUTO_ROLLOUT_ENGINE, *ROLLOUT_METHODS)
 ROLLOUT_REQUEST_TIMEOUT_S = 24 * 3600.0
 ENGINE_RECORD = ("engine", "build", "xllamacpp", "model_file", "model_sha256", "threads", "slots", "ctx_per_slot", "sampler")
 
@@ -20,6 +22,21 @@ class EngineTarget:
     name: str
     tokenizer: object
     dtype: str = "gguf"
+
+
+def resolve_rollout_engine(engine: str, target_name: str, weights_loaded: bool) -> str:
+    """`engine`, or for "auto" what `--method auto` picks for this target on this CPU: llama.cpp for
+    a GGUF target on a CPU without native 16-bit arithmetic (and llama.cpp installed), else the
+    in-process target, which samples faster where the CPU multiplies in bfloat16. When this process
+    loads the target's weights anyway (for the features), auto samples with them: no second copy."""
+    if engine != AUTO_ROLLOUT_ENGINE:
+        return engine
+    if weights_loaded:
+        return "in-process"
+    from seed_tot.scheduling.methods import AUTO, resolve_method
+
+    picked = resolve_method(AUTO, target_name, tiny=False, device="cpu")
+    return "llama-cpp" if method_named(picked).engine else "in-process"
 
 
 def load_rollout_target(target_name: str, dtype: str, engine: str):
