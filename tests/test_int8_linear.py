@@ -112,3 +112,17 @@ def test_the_product_benchmark_writes_every_width_and_shape(tmp_path):
     rows = json.loads(out.read_text())["results"]
     assert [(r["rows"], r["in"]) for r in rows] == [(1, 64), (1, 48), (4, 64), (4, 48)]
     assert all(r["bf16_packed_ms"] > 0 and r["int8_ms"] > 0 and r["int8_speedup"] > 0 for r in rows)
+
+
+@needs_int8
+def test_the_memory_budget_counts_the_packed_int8_weights():
+    from seed_tot.scheduling.memory import model_weight_bytes
+
+    plain = load_model("tiny-target", dtype="float32")
+    rounded = load_model("tiny-target", dtype="float32", int8=True)
+    names = [name for name, m in rounded.model.named_modules() if isinstance(m, Int8Linear)]
+    before = sum(p.numel() * 4 for name in names for p in plain.model.get_submodule(name).parameters())
+    after = sum(rounded.model.get_submodule(name).opaque_weight_bytes for name in names)
+    values = sum(plain.model.get_submodule(name).weight.numel() for name in names)
+    assert values < after < before  # a byte per value and a little per channel, where float32 took 4
+    assert model_weight_bytes(rounded.model) == model_weight_bytes(plain.model) - before + after

@@ -71,6 +71,13 @@ class Int8Linear(torch.nn.Module):
         self.out_features = linear.out_features
         self.packed = _prepack(linear.weight, linear.bias)  # the bias travels inside the packed weight
 
+    @property
+    def opaque_weight_bytes(self) -> int:
+        """What the packed weight holds outside the module's parameters and buffers (a memory budget
+        must count it): one byte per value, and per output channel a float64 scale, an int64 zero
+        point, a float32 bias and fbgemm's int32 column offset."""
+        return self.in_features * self.out_features + 24 * self.out_features
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         leading = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)

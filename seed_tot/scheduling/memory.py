@@ -93,7 +93,8 @@ def kv_bytes_per_token(config: dict, dtype_bytes: int) -> int:
 
 
 def model_weight_bytes(model) -> int:
-    """What a loaded model's parameters and buffers take in memory."""
+    """What a loaded model's parameters and buffers take in memory, and the weights some modules keep
+    in an opaque packed form (int8 layers: `opaque_weight_bytes`)."""
     tensors = list(model.parameters()) + list(model.buffers())
     seen, total = set(), 0
     for tensor in tensors:  # tied weights (embeddings = lm_head) count once
@@ -102,7 +103,7 @@ def model_weight_bytes(model) -> int:
         if key not in seen:
             seen.add(key)
             total += tensor.numel() * tensor.element_size()
-    return total
+    return total + sum(getattr(module, "opaque_weight_bytes", 0) for module in model.modules())
 
 
 def stored_weight_bytes(model_dir: Path, dtype_bytes: int) -> int | None:
