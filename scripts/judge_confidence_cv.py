@@ -15,6 +15,11 @@
    chooses its head); then logistic heads on the confidence features alone, and on the judge's
    logit with them, are fit the same way. Prints and writes (OUT.md) the chain AUROC within a
    problem of each. No test problem is read.
+3. Held out (`--heldout POOL:SAMPLES`, optional; needs the target unless OUT-heldout.jsonl holds
+   every chain): the same confidence for the pool's greedy chain and samples 1..SAMPLES, the judge's
+   logit from TRAIN_DIR's head on the held-out features `scripts/judge_pool.py --train TRAIN_DIR`
+   stored, and a logistic head on judge + confidence fit on every training row (the L2 the
+   cross-validation chose) scores them: chain AUROC within a problem beside the judge alone.
 """
 
 from __future__ import annotations
@@ -105,6 +110,41 @@ def comparison(rows: list[dict], judge_logit: dict, l2s: tuple[float, ...] = (0.
     return found
 
 
+def best_l2(found: list[tuple[str, float]]) -> float:
+    """The L2 of the cross-validated judge + confidence head with the best AUROC."""
+    rows = [(value, name) for name, value in found if name.startswith("logistic on judge + confidence")]
+    return float(max(rows)[1].rsplit(" ", 1)[1])
+
+
+def fit_and_score(train_rows: list[dict], train_logit: dict, test_rows: list[dict], test_logit: dict,
+                  l2: float) -> torch.Tensor:
+    """Logits of a judge + confidence head fit on every training row, for the test rows."""
+    from seed_tot.values.head import fit_logistic
+
+    def design(rows, logit):
+        return torch.tensor([[logit[(r["problem_id"], r["chain_index"])], *(r[n] for n in CONFIDENCE)] for r in rows])
+
+    train_rows = [r for r in train_rows if (r["problem_id"], r["chain_index"]) in train_logit]
+    x = design(train_rows, train_logit)
+    mean, scale, w, b = fit_logistic(x, torch.tensor([r["correct"] for r in train_rows]), torch.ones(len(x)), l2)
+    return ((design(test_rows, test_logit) - mean) / scale) @ w + b
+
+
+def heldout_logits(train_dir: Path, pool: Path, samples: int) -> dict:
+    """(problem id, chain index) -> TRAIN_DIR's head's logit for the pool's whole chains (stored features)."""
+    from seed_tot.values.head import load_head
+    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool
+    from seed_tot_tasks import get_task
+
+    head = load_head(train_dir / "value_head.safetensors")
+    store_dir = next(train_dir.glob("heldout-features-*"))
+    store = FeatureStore(store_dir, json.loads((store_dir / "features.json").read_text()))
+    table = store.table(chain_keys(chains_of_pool(pool, get_task, samples)))
+    probs = head.probability(table.features[:, table.layers.index(head.layer)]).clamp(1e-7, 1 - 1e-7)
+    return {(p, int(i)): float(torch.logit(v)) for p, i, v, final in
+            zip(table.problems, table.chain_index.tolist(), probs, table.final.tolist(), strict=True) if final}
+
+
 def judge_logits(train_dir: Path) -> dict:
     """(problem id, chain index) -> the out-of-fold logit of a head with TRAIN_DIR's settings, per whole chain."""
     from seed_tot.values.head import load_head
@@ -126,27 +166,60 @@ def judge_logits(train_dir: Path) -> dict:
 @click.option("--target", default="default-target", show_default=True)
 @click.option("--dtype", default="auto", show_default=True)
 @click.option("--no-read", is_flag=True, help="Only cross-validate the rows OUT.jsonl holds (no model).")
+@click.option("--heldout", default=None, help="POOL:SAMPLES of held-out chains to score with judge + confidence.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Path without suffix.")
-def main(train_dir, pool, problems, target, dtype, no_read, out):
+def main(train_dir, pool, problems, target, dtype, no_read, heldout, out):
     from seed_tot.values.store import chains_of_pool
     from seed_tot_tasks import get_task
 
     rows_path = out.with_suffix(".jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
+    model = None
     if not no_read:
         from seed_tot.models.loading import load_model
 
+        model = load_model(target, dtype=dtype)
         items = sorted(chains_of_pool(pool, get_task), key=lambda item: int(item.problem_id.rsplit("-", 1)[1]))
-        read_confidence(load_model(target, dtype=dtype), items[:problems], rows_path)
+        read_confidence(model, items[:problems], rows_path)
     rows = [json.loads(line) for line in rows_path.read_text().splitlines()]
-    found = comparison(rows, judge_logits(train_dir))
+    train_logit = judge_logits(train_dir)
+    found = comparison(rows, train_logit)
     read = len({r["problem_id"] for r in rows})
     lines = [f"# Token confidence beside the learned judge ({read} training problems, {len(rows)} chains)", "",
              f"Command: `python scripts/judge_confidence_cv.py {train_dir} --pool {pool} --problems {problems} --out {out}`",
              "", "| scores the chains | chain AUROC within a problem |", "|---|---|"]
     lines += [f"| {name} | {value:.4f} |" for name, value in found]
+    if heldout:
+        lines += held_out_lines(train_dir, heldout, rows, train_logit, best_l2(found), model, target, dtype, out)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     click.echo("\n".join(lines))
+
+
+def held_out_lines(train_dir, heldout, rows, train_logit, l2, model, target, dtype, out) -> list[str]:
+    from seed_tot.values.store import chains_of_pool
+    from seed_tot.values.training import within_problem_auroc
+    from seed_tot_tasks import get_task
+
+    pool, samples = heldout.rsplit(":", 1)
+    items = chains_of_pool(Path(pool), get_task, int(samples))
+    test_path = out.with_name(out.name + "-heldout.jsonl")
+    if model is not None:
+        read_confidence(model, items, test_path)
+    test_rows = [json.loads(line) for line in test_path.read_text().splitlines()]
+    test_logit = heldout_logits(train_dir, Path(pool), int(samples))
+    test_rows = [r for r in test_rows if (r["problem_id"], r["chain_index"]) in test_logit]
+    labels = [r["correct"] for r in test_rows]
+    problems = [r["problem_id"] for r in test_rows]
+    judge = [test_logit[(r["problem_id"], r["chain_index"])] for r in test_rows]
+    both = fit_and_score(rows, train_logit, test_rows, test_logit, l2)
+    judge_auc, mixed = within_problem_auroc(judge, labels, problems)
+    both_auc, _ = within_problem_auroc(both.tolist(), labels, problems)
+    top1 = within_problem_auroc([r["mean_top1"] for r in test_rows], labels, problems)[0]
+    return ["", f"Held out: {heldout} ({len({*problems})} problems, {len(test_rows)} chains, {mixed} with right "
+            f"and wrong chains); judge + confidence fit on every training row at L2 {l2}.", "",
+            "| scores the chains | chain AUROC within a problem |", "|---|---|",
+            f"| learned judge ({train_dir}) | {judge_auc:.4f} |", f"| mean_top1 | {top1:.4f} |",
+            f"| judge + confidence | {both_auc:.4f} |"]
 
 
 if __name__ == "__main__":

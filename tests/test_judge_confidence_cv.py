@@ -51,3 +51,26 @@ def test_a_judge_that_misses_what_confidence_sees_gains_from_it():
     found = dict(confidence.comparison(rows, judge, l2s=(0.1,)))
     assert found["logistic on judge + confidence, L2 0.1"] > max(found["learned judge (out of fold)"],
                                                                found["logistic on confidence, L2 0.1"]) + 0.1
+
+
+def test_a_head_fit_on_every_training_row_scores_held_out_chains():
+    rng = random.Random(1)
+
+    def rows_and_logits(prefix: str, count: int):
+        rows, logit = [], {}
+        for n in range(count):
+            for index in range(4):
+                right = index < 2
+                logit[(f"{prefix}{n}", index)] = rng.gauss(0, 1)  # a judge that knows nothing
+                rows.append({"problem_id": f"{prefix}{n}", "chain_index": index, "correct": right,
+                             **{name: (1.0 if right else -1.0) + rng.gauss(0, 0.3) for name in confidence.CONFIDENCE}})
+        return rows, logit
+
+    train, train_logit = rows_and_logits("t", 20)
+    test, test_logit = rows_and_logits("h", 5)
+    scores = confidence.fit_and_score(train, train_logit, test, test_logit, 0.1)
+    right = [s for s, r in zip(scores.tolist(), test) if r["correct"]]
+    wrong = [s for s, r in zip(scores.tolist(), test) if not r["correct"]]
+    assert min(right) > max(wrong)
+    assert confidence.best_l2([("logistic on judge + confidence, L2 0.1", 0.7),
+                               ("logistic on judge + confidence, L2 1.0", 0.8), ("mean_top1", 0.9)]) == 1.0
