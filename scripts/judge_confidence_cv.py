@@ -186,7 +186,9 @@ def main(train_dir, pool, problems, target, dtype, no_read, heldout, out):
     found = comparison(rows, train_logit)
     read = len({r["problem_id"] for r in rows})
     lines = [f"# Token confidence beside the learned judge ({read} training problems, {len(rows)} chains)", "",
-             f"Command: `python scripts/judge_confidence_cv.py {train_dir} --pool {pool} --problems {problems} --out {out}`",
+             f"Command: `python scripts/judge_confidence_cv.py {train_dir} --pool {pool} --problems {problems} "
+             f"--dtype {dtype}" + (f" --heldout {heldout}" if heldout else "") + f" --out {out}` (rows read; "
+             "`--no-read` re-derives the tables from the stored rows without the model)",
              "", "| scores the chains | chain AUROC within a problem |", "|---|---|"]
     lines += [f"| {name} | {value:.4f} |" for name, value in found]
     if heldout:
