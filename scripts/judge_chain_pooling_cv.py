@@ -18,9 +18,8 @@ from pathlib import Path
 import click
 import torch
 
-from seed_tot.values.head import fit_logistic
 from seed_tot.values.store import FeatureStore
-from seed_tot.values.training import grouped_folds, within_problem_auroc
+from seed_tot.values.training import out_of_fold_logits, within_problem_auroc
 
 
 def chain_means(table, layer_index: int) -> torch.Tensor:
@@ -29,16 +28,6 @@ def chain_means(table, layer_index: int) -> torch.Tensor:
     x = table.features[:, layer_index].float()
     sums = torch.zeros(count, x.shape[1]).index_add_(0, table.chains, x)
     return sums / torch.bincount(table.chains, minlength=count).float()[:, None]
-
-
-def out_of_fold_logits(x: torch.Tensor, labels: torch.Tensor, problems: list[str], l2: float) -> torch.Tensor:
-    """Each whole chain's logit from a head fit on the other folds' problems."""
-    logits = torch.empty(len(labels))
-    for held in grouped_folds(sorted(set(problems)), 5, 0):
-        test = torch.tensor([p in held for p in problems])
-        mean, scale, w, b = fit_logistic(x[~test], labels[~test], torch.ones(int((~test).sum())), l2)
-        logits[test] = ((x[test] - mean) / scale) @ w + b
-    return logits
 
 
 def pooling_rows(table, l2s: list[float]) -> list[dict]:

@@ -74,23 +74,10 @@ def read_confidence(target, items, out: Path) -> None:
         click.echo(f"{item.problem_id}: {len(rows)} chains", err=True)
 
 
-def grouped_cv_logits(x: torch.Tensor, labels: torch.Tensor, problems: list[str], l2: float) -> torch.Tensor:
-    """Each row's logit from a logistic head fit on the other folds' problems."""
-    from seed_tot.values.head import fit_logistic
-    from seed_tot.values.training import grouped_folds
-
-    logits = torch.empty(len(labels))
-    for held in grouped_folds(sorted(set(problems)), 5, 0):
-        test = torch.tensor([p in held for p in problems])
-        mean, scale, w, b = fit_logistic(x[~test], labels[~test], torch.ones(int((~test).sum())), l2)
-        logits[test] = ((x[test] - mean) / scale) @ w + b
-    return logits
-
-
 def comparison(rows: list[dict], judge_logit: dict, l2s: tuple[float, ...] = (0.01, 0.1, 1.0)) -> list[tuple[str, float]]:
     """(what scores the chains, chain AUROC within a problem) for the judge, each confidence feature,
     and the cross-validated heads on confidence alone and on the judge with confidence."""
-    from seed_tot.values.training import within_problem_auroc
+    from seed_tot.values.training import out_of_fold_logits, within_problem_auroc
 
     rows = [r for r in rows if (r["problem_id"], r["chain_index"]) in judge_logit]
     labels = torch.tensor([r["correct"] for r in rows])
@@ -104,9 +91,9 @@ def comparison(rows: list[dict], judge_logit: dict, l2s: tuple[float, ...] = (0.
     found = [("learned judge (out of fold)", within(judge))]
     found += [(name, within(confidence[:, i])) for i, name in enumerate(CONFIDENCE)]
     for l2 in l2s:
-        found.append((f"logistic on confidence, L2 {l2}", within(grouped_cv_logits(confidence, labels, problems, l2))))
+        found.append((f"logistic on confidence, L2 {l2}", within(out_of_fold_logits(confidence, labels, problems, l2))))
         both = torch.cat([judge[:, None], confidence], 1)
-        found.append((f"logistic on judge + confidence, L2 {l2}", within(grouped_cv_logits(both, labels, problems, l2))))
+        found.append((f"logistic on judge + confidence, L2 {l2}", within(out_of_fold_logits(both, labels, problems, l2))))
     return found
 
 

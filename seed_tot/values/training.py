@@ -84,6 +84,18 @@ def out_of_fold(table: StateTable, layer: int, l2: float, scope: str, folds: int
     return probs
 
 
+def out_of_fold_logits(x: torch.Tensor, labels: torch.Tensor, problems: list[str], l2: float, folds: int = 5,
+                       seed: int = 0) -> torch.Tensor:
+    """Each row's logit from a logistic head on `x` fit on the other folds' problems (one row per chain
+    or state; folds grouped by problem, equal weights)."""
+    logits = torch.empty(len(labels))
+    for held in grouped_folds(sorted(set(problems)), folds, seed):
+        test = torch.tensor([p in held for p in problems])
+        mean, scale, w, b = fit_logistic(x[~test], labels[~test], torch.ones(int((~test).sum())), l2)
+        logits[test] = ((x[test] - mean) / scale) @ w + b
+    return logits
+
+
 def within_problem_auroc(scores: list[float], labels: list[bool], problems: list[str]) -> tuple[float | None, int]:
     """(mean AUROC over the problems that have both labels, how many such problems)."""
     by_problem: dict[str, tuple[list[float], list[bool]]] = {}
