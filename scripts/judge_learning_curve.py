@@ -28,20 +28,15 @@ from pathlib import Path
 import click
 import torch
 
-from seed_tot.observe.paired_stats import auroc
 
 
 def per_problem_auroc(scores: torch.Tensor, table) -> dict[str, float]:
     """Chain AUROC within each problem that has right and wrong whole chains."""
-    by_problem: dict[str, tuple[list[float], list[bool]]] = {}
-    for score, label, problem, final in zip(scores.tolist(), table.labels.tolist(), table.problems,
-                                           table.final.tolist(), strict=True):
-        if final:
-            entry = by_problem.setdefault(problem, ([], []))
-            entry[0].append(score)
-            entry[1].append(label)
-    found = {p: auroc(s, y) for p, (s, y) in by_problem.items()}
-    return {p: v for p, v in found.items() if v is not None}
+    from seed_tot.values.training import per_problem_auroc as within_each
+
+    final = table.final.tolist()
+    pick = lambda values: [v for v, f in zip(values, final, strict=True) if f]  # noqa: E731
+    return within_each(pick(scores.tolist()), pick(table.labels.tolist()), pick(table.problems))
 
 
 def log_fit(sizes: list[int], values: list[float]) -> tuple[float, float]:

@@ -96,15 +96,20 @@ def out_of_fold_logits(x: torch.Tensor, labels: torch.Tensor, problems: list[str
     return logits
 
 
-def within_problem_auroc(scores: list[float], labels: list[bool], problems: list[str]) -> tuple[float | None, int]:
-    """(mean AUROC over the problems that have both labels, how many such problems)."""
+def per_problem_auroc(scores: list[float], labels: list[bool], problems: list[str]) -> dict[str, float]:
+    """AUROC within each problem that has both labels."""
     by_problem: dict[str, tuple[list[float], list[bool]]] = {}
     for score, label, problem in zip(scores, labels, problems, strict=True):
         entry = by_problem.setdefault(problem, ([], []))
         entry[0].append(score)
         entry[1].append(label)
-    values = [auroc(s, y) for s, y in by_problem.values()]
-    values = [v for v in values if v is not None]
+    found = {problem: auroc(s, y) for problem, (s, y) in by_problem.items()}
+    return {problem: value for problem, value in found.items() if value is not None}
+
+
+def within_problem_auroc(scores: list[float], labels: list[bool], problems: list[str]) -> tuple[float | None, int]:
+    """(mean AUROC over the problems that have both labels, how many such problems)."""
+    values = list(per_problem_auroc(scores, labels, problems).values())
     return (sum(values) / len(values) if values else None), len(values)
 
 
