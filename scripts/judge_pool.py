@@ -64,7 +64,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head
     from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
-    from seed_tot.values.training import judge_metrics, predict
+    from seed_tot.values.training import chain_values, judge_metrics, predict
     from seed_tot_tasks import get_task
 
     head = load_head(head_path)
@@ -93,8 +93,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
              "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),
              "feature_seconds_this_run": round(seconds, 1), "feature_tokens_this_run": reader.tokens_read}
     # the reranking rules over the pool's sampled chains (indices 1..K), as scripts/rerank_pool.py does
-    value_of = {(p, int(i)): float(v) for p, i, v, f in
-                zip(test.problems, test.chain_index.tolist(), probs.tolist(), test.final.tolist(), strict=True) if f}
+    value_of = chain_values(probs, test)
     rated = {}
     read = {item.problem_id for item in items}  # a pool still growing may hold problems read after these
     for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items():

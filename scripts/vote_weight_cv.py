@@ -29,15 +29,13 @@ POWERS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 def out_of_fold_chain_values(train_dir: Path, seed: int) -> dict[tuple[str, int], float]:
     """(problem id, chain index) -> the whole chain's value from a head that never saw its problem."""
     from seed_tot.values.store import FeatureStore
-    from seed_tot.values.training import out_of_fold
+    from seed_tot.values.training import chain_values, out_of_fold
 
     report = json.loads((train_dir / "fit_report.json").read_text())
     chosen = report["chosen"]
     store_dir = next(train_dir.glob("features-*"))
     table = FeatureStore(store_dir, json.loads((store_dir / "features.json").read_text())).table()
-    probs = out_of_fold(table, chosen["layer"], chosen["l2"], chosen["scope"], seed=seed)
-    return {(p, int(i)): float(v) for p, i, v, f in
-            zip(table.problems, table.chain_index.tolist(), probs.tolist(), table.final.tolist(), strict=True) if f}
+    return chain_values(out_of_fold(table, chosen["layer"], chosen["l2"], chosen["scope"], seed=seed), table)
 
 
 def rated_chains(pool: Path, values: dict, samples: int) -> dict[str, tuple[list, set]]:

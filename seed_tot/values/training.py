@@ -84,6 +84,12 @@ def out_of_fold(table: StateTable, layer: int, l2: float, scope: str, folds: int
     return probs
 
 
+def chain_values(probs: torch.Tensor, table: StateTable) -> dict[tuple[str, int], float]:
+    """(problem id, chain index) -> the whole chain's probability, from per-state `probs` of `table`."""
+    return {(p, int(i)): float(v) for p, i, v, f in
+            zip(table.problems, table.chain_index.tolist(), probs.tolist(), table.final.tolist(), strict=True) if f}
+
+
 def out_of_fold_logits(x: torch.Tensor, labels: torch.Tensor, problems: list[str], l2: float, folds: int = 5,
                        seed: int = 0) -> torch.Tensor:
     """Each row's logit from a logistic head on `x` fit on the other folds' problems (one row per chain
