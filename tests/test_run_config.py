@@ -125,3 +125,16 @@ def test_a_task_without_a_judged_vote_keeps_the_plain_vote():
 def test_int8_is_refused_where_it_cannot_apply_before_loading(args, needle):
     result = run("gsm8k", "--limit", "1", *args, "--print-config")
     assert result.exit_code != 0 and needle in result.stderr
+
+
+def test_the_second_round_reaches_the_search_and_bad_values_are_refused():
+    from seed_tot.cli.run_config import search_settings
+    from seed_tot_tasks import get_task
+
+    config = RunConfig(**printed("gsm8k", "--tiny", "--escalate", "4", "--escalate-below", "0.6"))
+    settings = search_settings(config, get_task("gsm8k"))
+    assert (settings["escalate_samples"], settings["escalate_below"]) == (4, 0.6)
+    assert search_settings(RunConfig(**printed("gsm8k", "--tiny")), get_task("gsm8k"))["escalate_samples"] == 0
+    for flag, value, needle in (("--escalate", "-1", "--escalate must be 0"), ("--escalate-below", "1.5", "between 0 and 1")):
+        result = run("gsm8k", "--tiny", flag, value, "--print-config")
+        assert result.exit_code != 0 and needle in result.stderr

@@ -107,3 +107,42 @@ def test_the_report_sets_a_tree_run_against_its_own_chains_vote(tmp_path):
     chain_tokens = 2 * len(TOKENIZER.encode("ANSWER: 7", add_special_tokens=False))
     assert row.endswith(f"| 1/1 | 100.0% | {chain_tokens:,} |")
     assert "final vs its chains' vote alone" in text and "-100.0 points" in text
+
+
+@pytest.mark.parametrize("answers, rounds, expected", [
+    ({0: "8", 1: "7", 2: "7", 3: "7", 4: "7"}, 1, "7"),  # 4 of 5 votes: sure enough, no second round
+    ({0: "8", 1: "8", 2: "7", 3: "7", 4: "9", 5: "7", 6: "7", 7: "9", 8: "7"}, 2, "7"),  # 2/5: 4 more drawn
+])
+def test_an_unsure_vote_draws_a_second_round_of_chains(answers, rounds, expected):
+    executor = ScriptedExecutor(TOKENIZER, chain_reply(answers))
+    config = SearchConfig(cot_samples=4, escalate_samples=4, escalate_below=0.7)
+    result = SelfConsistency(task(), executor, FORMATTER, config).run(PROBLEM)
+    assert result.answer == expected and len(executor.batches) == rounds
+    if rounds == 2:  # the second round continues the sample indices, with the seeds a single round would use
+        assert [r.request_id.rsplit("cot", 1)[1] for r in executor.batches[1]] == ["5", "6", "7", "8"]
+        assert all(request.config.temperature > 0 for request in executor.batches[1])
+        one_round = ScriptedExecutor(TOKENIZER, chain_reply(answers))
+        SelfConsistency(task(), one_round, FORMATTER, SearchConfig(cot_samples=8)).run(PROBLEM)
+        assert [r.seed for r in executor.batches[0] + executor.batches[1]] == \
+            [r.seed for r in one_round.batches[0]]
+    chains = [node for node in result.tree.nodes() if is_chain_of_thought(node)]
+    assert len(chains) == 1 + 4 * rounds
+    assert result.metrics.new_tokens == sum(node.generation.new_tokens for node in chains)
+
+
+def test_no_second_round_without_sampled_chains():
+    answers = {0: "8", 1: "7", 2: "9"}
+    greedy_thoughts = SearchConfig(cot_samples=2, escalate_samples=4, escalate_below=1.0,
+                                   thought_decode=SearchConfig().thought_decode.model_copy(update={"temperature": 0.0}))
+    executor = ScriptedExecutor(TOKENIZER, chain_reply(answers))
+    SelfConsistency(task(), executor, FORMATTER, greedy_thoughts).run(PROBLEM)
+    assert len(executor.batches) == 1 and len(executor.batches[0]) == 1  # the greedy chain alone
+
+
+def test_the_report_names_the_second_round(tmp_path):
+    problems = [Problem(id="mine-1", question="What is 3 + 4?", gold="7")]
+    config = SearchConfig(cot_samples=2, escalate_samples=3, escalate_below=0.9)
+    write_run(tmp_path / "sc", problems, search=lambda executor: SelfConsistency(task(), executor, FORMATTER, config))
+    _, points = comparison_report([tmp_path / "sc"], lambda name: task())
+    final = next(p for p in points if p.label.endswith(": final"))
+    assert "greedy + 2 sampled chains, 3 more where the vote's winner holds < 0.9" in final.label

@@ -78,6 +78,8 @@ class RunConfig(BaseModel):
     value_temperature: float
     cot: bool
     cot_samples: int
+    escalate: int | None = None  # None: no second round (seed_tot/search/escalation.py)
+    escalate_below: float = 0.7
     vote: bool
     vote_weight: str | None = None  # None: "value" where the task's vote is judged by default, else "leaf"
     seed: int
@@ -265,6 +267,10 @@ def check_numbers(config: RunConfig) -> None:
         raise ConfigError(f"--depth must be at least 1 (got {config.depth}).")
     if config.cot_samples < 0:
         raise ConfigError(f"--cot-samples must be 0 (none) or more (got {config.cot_samples}).")
+    if (config.escalate or 0) < 0:
+        raise ConfigError(f"--escalate must be 0 (never) or more (got {config.escalate}).")
+    if not 0 <= config.escalate_below <= 1:
+        raise ConfigError(f"--escalate-below is a share of the votes, between 0 and 1 (got {config.escalate_below}).")
     if config.limit is not None and config.limit < 1:
         raise ConfigError(f"--limit must be at least 1 (got {config.limit}).")
     temperatures = [("--temperature", config.temperature), ("--value-temperature", config.value_temperature)]
@@ -301,6 +307,8 @@ def search_settings(config: RunConfig, task) -> dict:
         "thought_mode": config.thought_mode,
         "cot_candidate": config.cot,
         "cot_samples": config.cot_samples,
+        "escalate_samples": config.escalate or 0,
+        "escalate_below": config.escalate_below,
         "vote": config.vote,
         "vote_weight": config.vote_weight,
     }

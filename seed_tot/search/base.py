@@ -28,6 +28,7 @@ from seed_tot.reasoning.random_moves import RandomMoves
 from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
 from seed_tot.search.answers import Selection, select_answer
+from seed_tot.search.escalation import needs_more_chains
 from seed_tot.search.known_states import first_goal, mark_repeats
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
 from seed_tot.task import Problem, Task
@@ -66,6 +67,14 @@ class SearchConfig(BaseModel):
         4, ge=0, description="sampled chains of thought (at the thought temperature and top_p) that join the "
         "vote beside the greedy one: independent paths, as in self-consistency; none when thoughts are greedy "
         "or there is no vote"
+    )
+    escalate_samples: int = Field(
+        0, ge=0, description="sampled chains of thought drawn in a second round where the vote over the first is "
+        "unsure (its winner holds less than escalate_below of the votes); 0: never"
+    )
+    escalate_below: float = Field(
+        0.7, ge=0.0, le=1.0, description="the winning answer's share of the votes below which escalate_samples "
+        "more chains are drawn (0.7 was chosen on GSM8K training problems for the learned judge's weighted vote)"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
     thought_mode: Literal["sample", "choose", "random", "line"] = Field(
@@ -186,15 +195,19 @@ class Search(ABC):
             known_states=cfg.known_states,
         )
         cot_prompt = self.task.cot_prompt
+        first_round = chain_indices(cfg)
         if cfg.cot_candidate and cot_prompt is not None:
-            chosen_id, cot_results = yield from gather([self._search(run), self._cot(run, cot_prompt(problem))])
-            chains = [add_cot_node(tree, self.task, problem, result, index, cfg.seed)
-                      for index, result in enumerate(cot_results)]
-            if self.judge is not None:
-                rate_chains(self.judge, self.task, problem, chains)
+            chosen_id, cot_results = yield from gather([self._search(run), self._cot(run, cot_prompt(problem), first_round)])
+            self._add_chains(tree, problem, cot_results, first_round)
         else:
             chosen_id = yield from self._search(run)
         selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
+        second_round = escalation_indices(cfg, first_round)
+        if second_round and cot_prompt is not None and selection.method == "vote" and needs_more_chains(
+                selection.votes, cfg.escalate_below):
+            more = yield from self._cot(run, cot_prompt(problem), second_round)
+            self._add_chains(tree, problem, more, second_round)
+            selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
         score = float(self.task.score(problem, selection.answer)) if problem.gold is not None else None
         evaluated = [node for node in tree.nodes() if node.value_parsed is not None]
         metrics = summarize(
@@ -215,12 +228,18 @@ class Search(ABC):
             selection=selection,
         )
 
-    def _cot(self, run: SearchRun, prompt: str) -> Steps[list]:
-        """The chains of thought of the target for the whole problem, greedy first, as one batch."""
-        requests = cot_requests(self.formatter.encode(prompt), self.config, run.problem.id)
+    def _cot(self, run: SearchRun, prompt: str, indices: range) -> Steps[list]:
+        """The chains of thought `indices` (0 greedy, then samples) of the whole problem, as one batch."""
+        requests = cot_requests(self.formatter.encode(prompt), self.config, run.problem.id, indices)
         outcome = yield Batch("cot", 0, requests)
         run.log.add("cot", 0, outcome.results, outcome)
         return outcome.results
+
+    def _add_chains(self, tree: ReasoningTree, problem: Problem, results: list, indices: range) -> None:
+        chains = [add_cot_node(tree, self.task, problem, result, index, self.config.seed)
+                  for index, result in zip(indices, results, strict=True)]
+        if self.judge is not None:
+            rate_chains(self.judge, self.task, problem, chains)
 
     @abstractmethod
     def _search(self, run: SearchRun) -> Steps[int]:
@@ -257,16 +276,32 @@ def require_cot_prompt(task: Task, search_name: str) -> None:
                           "use a tree search (bfs or mcts).")
 
 
-def cot_requests(prompt_ids: list[int], config: SearchConfig, problem_id: str) -> list[GenerationRequest]:
-    """The greedy chain of thought (index 0), then `cot_samples` sampled ones (indices 1, 2, ...)."""
+def sampled_chains_run(config: SearchConfig) -> bool:
+    # greedy thoughts would make every sample a copy of the greedy chain; without a vote they are unused
+    return config.thought_decode.temperature > 0 and config.vote
+
+
+def chain_indices(config: SearchConfig) -> range:
+    """The first round's chains of thought: the greedy one (index 0), then `cot_samples` sampled ones."""
+    return range(1 + (config.cot_samples if sampled_chains_run(config) else 0))
+
+
+def escalation_indices(config: SearchConfig, first_round: range) -> range:
+    """The sampled chains of the second round, drawn only where the first round's vote is unsure."""
+    more = config.escalate_samples if sampled_chains_run(config) and config.cot_candidate else 0
+    return range(first_round.stop, first_round.stop + more)
+
+
+def cot_requests(prompt_ids: list[int], config: SearchConfig, problem_id: str,
+                 indices: range | None = None) -> list[GenerationRequest]:
+    """The chains of thought `indices` (default: the first round's): index 0 greedy, the others sampled
+    at the thought temperature and top-p, each with its own seed (a chain is the same in either round)."""
     sampled = config.cot_decode.model_copy(
         update={"temperature": config.thought_decode.temperature, "top_p": config.thought_decode.top_p}
     )
-    # greedy thoughts would make every sample a copy of the greedy chain; without a vote they are unused
-    samples = config.cot_samples if sampled.temperature > 0 and config.vote else 0
     return [
         search_request(prompt_ids, sampled if index else config.cot_decode, config.seed, problem_id, 0, "cot", index)
-        for index in range(1 + samples)
+        for index in (chain_indices(config) if indices is None else indices)
     ]
 
 

@@ -43,8 +43,11 @@ def run_label(folder: Path, traces: list[Trace] | None = None) -> str:
     trace = traces[0]
     search = trace.config.get("search", {})
     where = executors_of(traces)
+    second_round = (f", {search['escalate_samples']} more where the vote's winner holds < {search.get('escalate_below')}"
+                    if search.get("escalate_samples") else "")
     if trace.search == "self-consistency":
-        return f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains, {where})"
+        return (f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains{second_round}, "
+                f"{where})")
     parts = [trace.search, f"n={search.get('n_thoughts')}"]
     if search.get("thought_mode") in ("choose", "random"):
         parts.append("chosen moves" if search["thought_mode"] == "choose" else "random legal moves")
@@ -54,7 +57,7 @@ def run_label(folder: Path, traces: list[Trace] | None = None) -> str:
         parts.append(f"iterations={search['iterations']}")
     value_mode = search.get("value_mode", "samples")
     parts += [f"k={search.get('value_samples')} samples" if value_mode == "samples" else value_mode,
-              f"cot samples {search.get('cot_samples', 'not recorded')}" if search.get("cot_candidate", True)
+              f"cot samples {search.get('cot_samples', 'not recorded')}{second_round}" if search.get("cot_candidate", True)
               else "no chains of thought",
               f"vote {search.get('vote_weight', 'leaf')}"]
     if search.get("known_states") is False:
