@@ -97,6 +97,7 @@ def rounded(n: float) -> int | None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Report path without suffix.")
 def main(train_dir, heldout, sizes, draws, goal, fit_from, resamples, seed, out):
+    from seed_tot.observe.report_files import write_report
     from seed_tot.values.head import load_head
     from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool
     from seed_tot.values.training import fit_head
@@ -155,10 +156,7 @@ def main(train_dir, heldout, sizes, draws, goal, fit_from, resamples, seed, out)
         lines.append(f"| {name} | {len(problems)} | " + " | ".join(f"{m:.3f}" for m in fit["means"])
                      + f" | {fit['a']:.3f} + {fit['b']:.4f} ln n | {shown(fit['needed'], fit_from, sizes[-1])} "
                      f"[{shown(low, fit_from, sizes[-1])}, {shown(high, fit_from, sizes[-1])}] |")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    click.echo("\n".join(lines))
+    write_report(out, found, "\n".join(lines))
 
 
 if __name__ == "__main__":

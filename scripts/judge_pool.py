@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import SeedTotError
+from seed_tot.observe.report_files import write_report
 
 RERANK_K = (1, 2, 3, 4, 8, 16)
 
@@ -106,10 +107,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
     table = rerank_table(rated, f"the learned judge ({head.head_id})", RERANK_K)
     table += [""] + cheaper_than_voting(rated)
     found["learning_curve"] = learning_curve(train_dir, head, curve, test) if train_dir is not None else []
-    report.parent.mkdir(parents=True, exist_ok=True)
-    report.with_suffix(".json").write_text(json.dumps(found, indent=2) + "\n")
-    report.with_suffix(".md").write_text(markdown(found, table) + "\n")
-    click.echo(markdown(found, table))
+    write_report(report, found, markdown(found, table))
 
 
 def learning_curve(train_dir: Path, head, curve: list[int], test) -> list[dict]:

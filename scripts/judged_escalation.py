@@ -34,6 +34,7 @@ if str(ROOT) not in sys.path:  # `python scripts/judged_escalation.py` from anyw
     sys.path.insert(0, str(ROOT))
 
 from seed_tot.search.escalation import needs_more_chains  # noqa: E402
+from seed_tot.observe.report_files import write_report  # noqa: E402
 
 Chain = tuple[str | None, float | None, int]  # (answer, value, new tokens); answer None: cut off or rejected
 GRID = tuple(round(0.5 + 0.05 * i, 2) for i in range(11))  # 0.50 ... 1.00
@@ -198,6 +199,11 @@ def training_values(train_dir: Path, head_path: Path, seed: int) -> dict[tuple[s
     return chain_values(out_of_fold(table, head.layer, head.meta["l2"], head.meta["scope"], seed=seed), table)
 
 
+def rounds_within(rounds: tuple[int, ...], samples: int) -> tuple[int, ...]:
+    """The leading rounds whose samples a pool of `samples` per problem holds."""
+    return tuple(size for i, size in enumerate(rounds) if sum(rounds[:i + 1]) <= samples)
+
+
 def row_line(row: dict) -> str:
     difference = (f"{row['minus_vote_of_8']:+.1%} [{row['ci95'][0]:+.1%}, {row['ci95'][1]:+.1%}]"
                   if "ci95" in row else "")
@@ -224,8 +230,7 @@ def main(train_dir, pool, head_path, heldout, rounds, tolerance, count, seed, re
     rounds = tuple(int(r) for r in rounds.split(","))
     train_samples = 8
     train = rated_problems(pool, training_values(train_dir, head_path, seed), train_samples)
-    train_rounds = tuple(r for r, total in zip(rounds, [sum(rounds[:i + 1]) for i in range(len(rounds))])
-                         if total <= train_samples)
+    train_rounds = rounds_within(rounds, train_samples)
     threshold, grid = choose_threshold(train, train_rounds, tolerance, count, seed)
     found = {"command": " ".join(sys.argv), "head": str(head_path), "rounds": rounds, "training_rounds": train_rounds,
              "tolerance": tolerance, "orders": count, "seed": seed, "threshold": threshold, "training_grid": grid,
@@ -238,18 +243,13 @@ def main(train_dir, pool, head_path, heldout, rounds, tolerance, count, seed, re
               for r in grid[1:]]
     for spec, (values, samples) in heldout_values(train_dir, head_path, list(heldout)).items():
         problems = rated_problems(Path(spec.rsplit(":", 1)[0]), values, samples)
-        usable = tuple(r for r, total in zip(rounds, [sum(rounds[:i + 1]) for i in range(len(rounds))])
-                       if total <= samples)
-        rows = compare(problems, usable, threshold, count, seed, resamples)
+        rows = compare(problems, rounds_within(rounds, samples), threshold, count, seed, resamples)
         found["heldout"][spec] = rows
         lines += ["", f"## {spec} ({len(problems)} problems)", "",
                   "| rule | chains at most | expected correct | new tokens per problem | mean rounds "
                   "| - plain vote of 8 (95% paired bootstrap) |", "|---|---|---|---|---|---|"]
         lines += [row_line(row) for row in rows]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(found, indent=1) + "\n")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    click.echo("\n".join(lines))
+    write_report(out, found, "\n".join(lines), indent=1)
 
 
 if __name__ == "__main__":

@@ -81,6 +81,8 @@ def power_rows(rated: dict, ks: tuple[int, ...], resamples: int) -> list[dict]:
 @click.option("--resamples", type=int, default=10_000, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Writes OUT.md and OUT.json.")
 def main(train_dir: Path, pool: Path, samples: int, ks: str, seed: int, resamples: int, out: Path) -> None:
+    from seed_tot.observe.report_files import write_report
+
     values = out_of_fold_chain_values(train_dir, seed)
     rated = rated_chains(pool, values, samples)
     rows = power_rows(rated, tuple(int(k) for k in ks.split(",")), resamples)
@@ -89,11 +91,8 @@ def main(train_dir: Path, pool: Path, samples: int, ks: str, seed: int, resample
              "| K | power | expected correct | - power 1 (95% paired bootstrap) |", "|---|---|---|---|"]
     lines += [f"| {r['k']} | {r['power']:g} | {r['correct']:.2f}/{r['problems']} | {r['minus_power_1']:+.1%} "
               f"[{r['ci95'][0]:+.1%}, {r['ci95'][1]:+.1%}] |" for r in rows]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps({"train_dir": str(train_dir), "pool": str(pool), "seed": seed,
-                                                    "rows": rows}, indent=1) + "\n")
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    click.echo("\n".join(lines))
+    write_report(out, {"train_dir": str(train_dir), "pool": str(pool), "seed": seed, "rows": rows}, "\n".join(lines),
+                 indent=1)
 
 
 if __name__ == "__main__":
