@@ -63,7 +63,7 @@ def pooling_rows(table, l2s: list[float]) -> list[dict]:
 @click.option("--l2", "l2_text", default="1,3", show_default=True)
 def main(features: Path, l2_text: str) -> None:
     torch.set_num_threads(1)
-    table = FeatureStore(features, json.loads((features / "features.json").read_text())).table()
+    table = FeatureStore.open(features).table()
     click.echo(f"chains {int(table.final.sum())} problems {len(table.problem_ids())}")
     for row in pooling_rows(table, [float(v) for v in l2_text.split(",")]):
         click.echo(json.dumps(row))

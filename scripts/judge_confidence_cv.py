@@ -125,7 +125,7 @@ def heldout_logits(train_dir: Path, pool: Path, samples: int) -> dict:
 
     head = load_head(train_dir / "value_head.safetensors")
     store_dir = next(train_dir.glob("heldout-features-*"))
-    store = FeatureStore(store_dir, json.loads((store_dir / "features.json").read_text()))
+    store = FeatureStore.open(store_dir)
     table = store.table(chain_keys(chains_of_pool(pool, get_task, samples)))
     probs = head.probability(table.features[:, table.layers.index(head.layer)]).clamp(1e-7, 1 - 1e-7)
     return {(p, int(i)): float(torch.logit(v)) for p, i, v, final in
@@ -140,7 +140,7 @@ def judge_logits(train_dir: Path) -> dict:
 
     head = load_head(train_dir / "value_head.safetensors")
     store_dir = next(train_dir.glob("features-*"))
-    table = FeatureStore(store_dir, json.loads((store_dir / "features.json").read_text())).table()
+    table = FeatureStore.open(store_dir).table()
     probs = out_of_fold(table, head.layer, head.meta["l2"], head.meta["scope"]).clamp(1e-7, 1 - 1e-7)
     return {(p, int(i)): float(torch.logit(v)) for p, i, v, final in
             zip(table.problems, table.chain_index.tolist(), probs, table.final.tolist(), strict=True) if final}

@@ -92,7 +92,7 @@ def cross_validated(table, kind: str, layer, l2: float, scope: str) -> tuple[flo
 @click.option("--l2", "l2_text", default="0.1,1,10", show_default=True)
 def main(features: Path, kinds: str, l2_text: str) -> None:
     torch.set_num_threads(1)
-    table = FeatureStore(features, json.loads((features / "features.json").read_text())).table()
+    table = FeatureStore.open(features).table()
     click.echo(f"states {len(table.labels)} chains {int(table.final.sum())} problems {len(table.problem_ids())}")
     for kind in kinds.split(","):
         for layer in [*table.layers, "cat"]:

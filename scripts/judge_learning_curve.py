@@ -20,7 +20,6 @@ real one flattens, so the n it gives is a lower bound on what the goal needs, no
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from pathlib import Path
@@ -99,7 +98,7 @@ def rounded(n: float) -> int | None:
 def main(train_dir, heldout, sizes, draws, goal, fit_from, resamples, seed, out):
     from seed_tot.observe.report_files import write_report
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool
+    from seed_tot.values.store import FeatureStore, heldout_tables
     from seed_tot.values.training import fit_head
     from seed_tot_tasks import get_task
 
@@ -107,19 +106,13 @@ def main(train_dir, heldout, sizes, draws, goal, fit_from, resamples, seed, out)
     head = load_head(train_dir / "value_head.safetensors")
     layer, l2, scope = head.layer, head.meta["l2"], head.meta["scope"]
     train_store = next(train_dir.glob("features-*"))
-    train = FeatureStore(train_store, json.loads((train_store / "features.json").read_text())).table()
+    train = FeatureStore.open(train_store).table()
     all_ids = sorted(train.problem_ids())
     sizes = sorted({n for n in (int(s) for s in sizes.split(",")) if n <= len(all_ids)} | {len(all_ids)})
     fit_from = fit_from or sizes[-1] // 2
     if len([n for n in sizes if n >= fit_from]) < 2:
         raise click.UsageError(f"Give at least two sizes from --fit-from {fit_from} on.")
-    test_store = next(train_dir.glob("heldout-features-*"))
-    store = FeatureStore(test_store, json.loads((test_store / "features.json").read_text()))
-    tests = {}
-    for spec in heldout:
-        pool, samples = spec.rsplit(":", 1)
-        items = chains_of_pool(Path(pool), get_task, int(samples))
-        tests[spec] = store.table(chain_keys(items))
+    tests = heldout_tables(train_dir, list(heldout), get_task)
     rng = random.Random(seed)
     auc = {name: {} for name in tests}
     for n in sizes:

@@ -17,7 +17,6 @@ head's training problems).
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -116,7 +115,7 @@ def learning_curve(train_dir: Path, head, curve: list[int], test) -> list[dict]:
     from seed_tot.values.training import fit_head, judge_metrics, predict
 
     train_store_dir = next(train_dir.glob("features-*"))
-    train = FeatureStore(train_store_dir, json.loads((train_store_dir / "features.json").read_text())).table()
+    train = FeatureStore.open(train_store_dir).table()
     order = sorted(train.problem_ids(), key=line_number)
     rows = []
     for n in [n for n in curve if n <= len(order)] + ([len(order)] if len(order) not in curve else []):

@@ -20,7 +20,6 @@ a `seed-tot train value --out` folder whose held-out features `scripts/judge_poo
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from collections import defaultdict
@@ -167,23 +166,18 @@ def compare(problems: dict[str, RatedProblem], rounds: tuple[int, ...], threshol
 def heldout_values(train_dir: Path, head_path: Path, specs: list[str]) -> dict[str, tuple[dict, int]]:
     """{POOL:SAMPLES: (chain values from the head, samples)} from TRAIN_DIR's stored held-out features."""
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool
+    from seed_tot.values.store import heldout_tables
     from seed_tot.values.training import chain_values, predict
     from seed_tot_tasks import get_task
 
     head = load_head(head_path)
-    store_dir = next(train_dir.glob("heldout-features-*"))
-    store = FeatureStore(store_dir, json.loads((store_dir / "features.json").read_text()))
     found = {}
-    for spec in specs:
-        pool, samples = spec.rsplit(":", 1)
-        items = chains_of_pool(Path(pool), get_task, int(samples))
-        leaked = set(head.meta["train_problem_ids"]) & {item.problem_id for item in items}
+    for spec, table in heldout_tables(train_dir, specs, get_task).items():
+        leaked = set(head.meta["train_problem_ids"]) & set(table.problem_ids())
         if leaked:
-            raise click.ClickException(f"{pool} holds problems the head was trained on ({min(leaked)}): "
-                                       "measure on held-out problems.")
-        table = store.table(chain_keys(items))
-        found[spec] = (chain_values(predict(head, table), table), int(samples))
+            raise click.ClickException(f"{spec.rsplit(':', 1)[0]} holds problems the head was trained on "
+                                       f"({min(leaked)}): measure on held-out problems.")
+        found[spec] = (chain_values(predict(head, table), table), int(spec.rsplit(":", 1)[1]))
     return found
 
 
@@ -195,7 +189,7 @@ def training_values(train_dir: Path, head_path: Path, seed: int) -> dict[tuple[s
 
     head = load_head(head_path)
     store_dir = next(train_dir.glob("features-*"))
-    table = FeatureStore(store_dir, json.loads((store_dir / "features.json").read_text())).table()
+    table = FeatureStore.open(store_dir).table()
     return chain_values(out_of_fold(table, head.layer, head.meta["l2"], head.meta["scope"], seed=seed), table)
 
 

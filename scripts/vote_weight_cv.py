@@ -34,7 +34,7 @@ def out_of_fold_chain_values(train_dir: Path, seed: int) -> dict[tuple[str, int]
     report = json.loads((train_dir / "fit_report.json").read_text())
     chosen = report["chosen"]
     store_dir = next(train_dir.glob("features-*"))
-    table = FeatureStore(store_dir, json.loads((store_dir / "features.json").read_text())).table()
+    table = FeatureStore.open(store_dir).table()
     return chain_values(out_of_fold(table, chosen["layer"], chosen["l2"], chosen["scope"], seed=seed), table)
 
 

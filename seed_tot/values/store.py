@@ -78,6 +78,11 @@ class FeatureStore:
                 raise SeedTotError(f"{folder} holds features made with other settings ({', '.join(changed)}): "
                                    "give another folder, or the same target, dtype and layers.")
 
+    @classmethod
+    def open(cls, folder: Path) -> "FeatureStore":
+        """A store written before, with the settings it recorded."""
+        return cls(folder, json.loads((folder / SETTINGS_FILE).read_text()))
+
     def shards(self) -> list[Path]:
         return sorted(self.folder.glob("shard-*.pt"))
 
@@ -119,6 +124,17 @@ class FeatureStore:
             final += [False] * (row["states"] - 1) + [True]
         return StateTable(torch.cat(features), torch.tensor(labels), problems, torch.tensor(chains),
                           torch.tensor(final), tuple(self.settings["layers"]), torch.tensor(index))
+
+
+def heldout_tables(train_dir: Path, specs: list[str], task_of) -> dict[str, StateTable]:
+    """{POOL:SAMPLES: the states of the pool's greedy chain and first SAMPLES samples}, read from the
+    held-out features `scripts/judge_pool.py --train TRAIN_DIR` stored (TRAIN_DIR/heldout-features-*)."""
+    store = FeatureStore.open(next(train_dir.glob("heldout-features-*")))
+    tables = {}
+    for spec in specs:
+        pool, samples = spec.rsplit(":", 1)
+        tables[spec] = store.table(chain_keys(chains_of_pool(Path(pool), task_of, int(samples))))
+    return tables
 
 
 def extract(store: FeatureStore, reader: FeatureReader, items: list[ProblemChains], per_shard: int = 4,
