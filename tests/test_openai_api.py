@@ -424,6 +424,8 @@ def test_a_task_judged_by_default_gets_the_judge_without_a_server_value_mode(tmp
     service = ApiService(tiny_options(tmp_path), tmp_path)
     assert service.catalog["gsm8k/self-consistency"].config.value_mode == "learned"
     assert service.catalog["gsm8k/self-consistency"].config.vote_weight == "value"
+    assert service.catalog["gsm8k/self-consistency"].config.escalate_samples == 4
+    assert service.catalog["gsm8k/bfs"].config.escalate_samples == 0
     assert service.catalog["gsm8k/bfs"].config.vote_weight == "leaf"
     trace = one_gsm8k_trace(service)
     assert trace["config"]["value_head"]["id"] == "tiny-head"

@@ -99,18 +99,20 @@ def test_a_learned_judge_on_a_task_without_a_chain_prompt_is_refused_before_load
 
 
 @pytest.mark.parametrize("args, expected", [
-    ((), ("learned", "value")),  # the default target decodes in process and a head ships for it
-    (("--method", "llama-cpp"), ("samples", "leaf")),  # the judge would load a second copy of the target
-    (("--tiny",), ("samples", "leaf")),  # no head ships for the tiny target
-    (("--target", "/no/such/model"), ("samples", "leaf")),  # nor for another model
-    (("--search", "bfs"), ("samples", "leaf")),  # the rule that chose the judged vote measured the vote only
-    (("--vote-weight", "leaf"), ("samples", "leaf")),  # a named weight or mode is kept
-    (("--value-mode", "logits"), ("logits", "leaf")),
-    (("--int8",), ("samples", "leaf")),  # the head reads the 16-bit target's hidden states
+    ((), ("learned", "value", 4)),  # the default target decodes in process and a head ships for it
+    (("--escalate", "0"), ("learned", "value", 0)),  # a named second round is kept
+    (("--method", "llama-cpp"), ("samples", "leaf", 0)),  # the judge would load a second copy of the target
+    (("--tiny",), ("samples", "leaf", 0)),  # no head ships for the tiny target
+    (("--tiny", "--escalate", "2"), ("samples", "leaf", 2)),
+    (("--target", "/no/such/model"), ("samples", "leaf", 0)),  # nor for another model
+    (("--search", "bfs"), ("samples", "leaf", 0)),  # the rule that chose the judged vote measured the vote only
+    (("--vote-weight", "leaf"), ("samples", "leaf", 0)),  # a named weight or mode is kept
+    (("--value-mode", "logits"), ("logits", "leaf", 0)),
+    (("--int8",), ("samples", "leaf", 0)),  # the head reads the 16-bit target's hidden states
 ])
 def test_gsm8k_self_consistency_is_judged_by_default_only_where_a_head_ships_in_process(args, expected):
     config = printed("gsm8k", "--limit", "1", *args)
-    assert (config["value_mode"], config["vote_weight"]) == expected
+    assert (config["value_mode"], config["vote_weight"], config["escalate"]) == expected
 
 
 def test_a_task_without_a_judged_vote_keeps_the_plain_vote():
@@ -135,6 +137,7 @@ def test_the_second_round_reaches_the_search_and_bad_values_are_refused():
     settings = search_settings(config, get_task("gsm8k"))
     assert (settings["escalate_samples"], settings["escalate_below"]) == (4, 0.6)
     assert search_settings(RunConfig(**printed("gsm8k", "--tiny")), get_task("gsm8k"))["escalate_samples"] == 0
+    assert search_settings(RunConfig(**printed("gsm8k")), get_task("gsm8k"))["escalate_samples"] == 4
     for flag, value, needle in (("--escalate", "-1", "--escalate must be 0"), ("--escalate-below", "1.5", "between 0 and 1")):
         result = run("gsm8k", "--tiny", flag, value, "--print-config")
         assert result.exit_code != 0 and needle in result.stderr

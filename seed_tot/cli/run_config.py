@@ -78,7 +78,7 @@ class RunConfig(BaseModel):
     value_temperature: float
     cot: bool
     cot_samples: int
-    escalate: int | None = None  # None: no second round (seed_tot/search/escalation.py)
+    escalate: int | None = None  # None: the task's default (JUDGED_SECOND_ROUND where the vote is judged by default, else 0)
     escalate_below: float = 0.7
     vote: bool
     vote_weight: str | None = None  # None: "value" where the task's vote is judged by default, else "leaf"
@@ -126,27 +126,32 @@ def resolve_config(config: RunConfig, task=None) -> RunConfig:
     return config if task is None else with_task_defaults(config, task)
 
 
+JUDGED_SECOND_ROUND = 4  # more samples where the judged vote is unsure: chosen by rules 8-9, results/value-gsm8k
+
+
 def with_task_defaults(config: RunConfig, task) -> RunConfig:
     """The task's own search, thought mode and value mode where the command gave none (the modes
     that read log-probabilities only where the method can score; a task may name another search for
     methods that cannot). Elsewhere the search's own defaults. A task whose vote is judged by default
     gets, for self-consistency, the learned judge's value-weighted vote where judged_by_default
-    allows it (the rule that chose it measured that vote, not a tree's)."""
+    allows it (the rule that chose it measured that vote, not a tree's), with a second round of
+    JUDGED_SECOND_ROUND samples where that vote is unsure (docs/judge.md)."""
     from seed_tot.search import SearchConfig
 
     scores = config.method_info.can_score
     search = task.default_search if scores else (task.default_search_unscored or task.default_search)
     thought_mode = task.default_thought_mode if scores else SearchConfig.model_fields["thought_mode"].default
     value_mode = task.default_value_mode if scores else SearchConfig.model_fields["value_mode"].default
-    vote_weight = "leaf"
+    vote_weight, escalate = "leaf", 0
     search = config.search or search
     if (search == "self-consistency" and config.value_mode is None and config.vote_weight is None
             and judged_by_default(config, task)):
-        value_mode, vote_weight = "learned", "value"
+        value_mode, vote_weight, escalate = "learned", "value", JUDGED_SECOND_ROUND
     return config.model_copy(update={"search": search,
                                      "thought_mode": config.thought_mode or thought_mode,
                                      "value_mode": config.value_mode or value_mode,
-                                     "vote_weight": config.vote_weight or vote_weight})
+                                     "vote_weight": config.vote_weight or vote_weight,
+                                     "escalate": escalate if config.escalate is None else config.escalate})
 
 
 def judged_by_default(config: RunConfig, task) -> bool:
