@@ -126,7 +126,7 @@ def resolve_config(config: RunConfig, task=None) -> RunConfig:
     return config if task is None else with_task_defaults(config, task)
 
 
-JUDGED_SECOND_ROUND = 4  # more samples where the judged vote is unsure: chosen by rules 8-9, results/value-gsm8k
+JUDGED_SECOND_ROUND = 4  # more samples where the judged vote is unsure (measured in docs/judge.md)
 
 
 def with_task_defaults(config: RunConfig, task) -> RunConfig:
