@@ -80,6 +80,7 @@ class RunConfig(BaseModel):
     cot_samples: int
     escalate: int | None = None  # None: the task's default (JUDGED_SECOND_ROUND where the vote is judged by default, else 0)
     escalate_below: float = 0.7
+    escalate_from: str = "root"
     vote: bool
     vote_weight: str | None = None  # None: "value" where the task's vote is judged by default, else "leaf"
     seed: int
@@ -314,6 +315,7 @@ def search_settings(config: RunConfig, task) -> dict:
         "cot_samples": config.cot_samples,
         "escalate_samples": config.escalate or 0,
         "escalate_below": config.escalate_below,
+        "escalate_from": config.escalate_from,
         "vote": config.vote,
         "vote_weight": config.vote_weight,
     }

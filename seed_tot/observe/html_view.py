@@ -138,7 +138,8 @@ def trace_page_data(trace: Trace, task_named: TaskLookup | None = None) -> dict[
     nodes = []
     for record in sorted(trace.nodes, key=lambda r: r.id):
         info = dict(record.info)
-        cot = "greedy" if info.pop("cot", False) else ("sample" if info.get("cot_sample") else None)
+        cot = "greedy" if info.pop("cot", False) else (
+            "sample" if info.get("cot_sample") else ("branch" if info.get("cot_branch") else None))
         visits = info.get("visits")
         nodes.append(
             {
@@ -159,6 +160,8 @@ def trace_page_data(trace: Trace, task_named: TaskLookup | None = None) -> dict[
                 "rejected": info.pop("rejected", None),
                 "cot": cot,
                 "cot_sample": info.pop("cot_sample", None),
+                "cot_branch": info.pop("cot_branch", None),
+                "branched_from": info.pop("branched_from", None),
                 "chosen": record.id in chosen,
                 "final": record.id == final_node,
                 "visits": visits,

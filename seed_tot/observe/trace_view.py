@@ -75,7 +75,7 @@ def node_answers(trace: Trace, task_named: TaskLookup | None = None) -> dict[int
 
 
 def is_chain_of_thought(info: dict) -> bool:
-    return bool(info.get("cot") or info.get("cot_sample"))
+    return bool(info.get("cot") or info.get("cot_sample") or info.get("cot_branch"))
 
 
 def _layered_positions(graph: nx.DiGraph, depth: dict[int, int]) -> dict[int, tuple[float, float]]:

@@ -41,8 +41,8 @@ class Selection:
 
 
 def is_chain_of_thought(node: ThoughtNode) -> bool:
-    """A chain of thought of the whole problem (greedy or sampled), not a state the search built."""
-    return bool(node.info.get("cot") or node.info.get("cot_sample"))
+    """A chain of thought of the whole problem (greedy, sampled, or a branch of one), not a state the search built."""
+    return bool(node.info.get("cot") or node.info.get("cot_sample") or node.info.get("cot_branch"))
 
 
 def vote_candidates(task: Task, problem: Problem, tree: ReasoningTree) -> list[tuple[str, ThoughtNode]]:

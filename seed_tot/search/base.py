@@ -27,7 +27,8 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.random_moves import RandomMoves
 from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
-from seed_tot.search.answers import Selection, select_answer
+from seed_tot.search.answers import Selection, is_chain_of_thought, select_answer, vote_candidates
+from seed_tot.search.branching import branch_prefix, branch_sources
 from seed_tot.search.escalation import needs_more_chains
 from seed_tot.search.known_states import first_goal, mark_repeats
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
@@ -75,6 +76,10 @@ class SearchConfig(BaseModel):
     escalate_below: float = Field(
         0.7, ge=0.0, le=1.0, description="the winning answer's share of the votes below which escalate_samples "
         "more chains are drawn (0.7 was chosen on GSM8K training problems for the learned judge's weighted vote)"
+    )
+    escalate_from: Literal["root", "chains"] = Field(
+        "root", description="root: the second round's chains start afresh; chains: each continues the first half "
+        "of the best-valued chain of the vote's leading answer or its runner-up (a tree that decodes only the rest)"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
     thought_mode: Literal["sample", "choose", "random", "line"] = Field(
@@ -205,8 +210,11 @@ class Search(ABC):
         second_round = escalation_indices(cfg, first_round)
         if second_round and cot_prompt is not None and selection.method == "vote" and needs_more_chains(
                 selection.votes, cfg.escalate_below):
-            more = yield from self._cot(run, cot_prompt(problem), second_round)
-            self._add_chains(tree, problem, more, second_round)
+            if cfg.escalate_from == "chains":
+                yield from self._branch(run, cot_prompt(problem), second_round, selection)
+            else:
+                more = yield from self._cot(run, cot_prompt(problem), second_round)
+                self._add_chains(tree, problem, more, second_round)
             selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
         score = float(self.task.score(problem, selection.answer)) if problem.gold is not None else None
         evaluated = [node for node in tree.nodes() if node.value_parsed is not None]
@@ -240,6 +248,24 @@ class Search(ABC):
                   for index, result in zip(indices, results, strict=True)]
         if self.judge is not None:
             rate_chains(self.judge, self.task, problem, chains)
+
+    def _branch(self, run: SearchRun, prompt: str, indices: range, selection: Selection) -> Steps[None]:
+        """The second round as branches: chains `indices` continue the opening lines of the chains
+        that carry the vote's two leading answers (seed_tot/search/branching.py), as one batch."""
+        chains = [(answer, node) for answer, node in vote_candidates(self.task, run.problem, run.tree)
+                  if is_chain_of_thought(node)]
+        sources = branch_sources(chains, selection.votes, len(indices))
+        if not sources:
+            return
+        prefixes = [branch_prefix(node.thought) for node in sources]
+        requests = branch_requests(self.formatter, prompt, self.config, run.problem.id, sources, prefixes, indices)
+        outcome = yield Batch("cot", 0, requests)
+        run.log.add("cot", 0, outcome.results, outcome)
+        branches = [add_branch_node(run.tree, self.task, run.problem, result, index, source, prefix, request.seed)
+                    for result, index, source, prefix, request
+                    in zip(outcome.results, indices, sources, prefixes, requests, strict=True)]
+        if self.judge is not None:
+            rate_chains(self.judge, self.task, run.problem, branches)
 
     @abstractmethod
     def _search(self, run: SearchRun) -> Steps[int]:
@@ -292,17 +318,37 @@ def escalation_indices(config: SearchConfig, first_round: range) -> range:
     return range(first_round.stop, first_round.stop + more)
 
 
+def sampled_cot_decode(config: SearchConfig) -> DecodeConfig:
+    """A sampled chain's decoding: the chains' token budget at the thought temperature and top-p."""
+    return config.cot_decode.model_copy(
+        update={"temperature": config.thought_decode.temperature, "top_p": config.thought_decode.top_p}
+    )
+
+
 def cot_requests(prompt_ids: list[int], config: SearchConfig, problem_id: str,
                  indices: range | None = None) -> list[GenerationRequest]:
     """The chains of thought `indices` (default: the first round's): index 0 greedy, the others sampled
     at the thought temperature and top-p, each with its own seed (a chain is the same in either round)."""
-    sampled = config.cot_decode.model_copy(
-        update={"temperature": config.thought_decode.temperature, "top_p": config.thought_decode.top_p}
-    )
+    sampled = sampled_cot_decode(config)
     return [
         search_request(prompt_ids, sampled if index else config.cot_decode, config.seed, problem_id, 0, "cot", index)
         for index in (chain_indices(config) if indices is None else indices)
     ]
+
+
+def branch_requests(formatter: PromptFormatter, prompt: str, config: SearchConfig, problem_id: str,
+                    sources: list[ThoughtNode], prefixes: list[str], indices: range) -> list[GenerationRequest]:
+    """Chains `indices` continuing `prefixes` of `sources` (the reply so far), sampled like the chains
+    and seeded by the chain they continue; each decodes what is left of a whole chain's token budget."""
+    sampled = sampled_cot_decode(config)
+    prompt_length = len(formatter.encode(prompt))
+    requests = []
+    for source, prefix, index in zip(sources, prefixes, indices, strict=True):
+        prompt_ids = formatter.encode(prompt, prefix)
+        left = max(1, sampled.max_new_tokens - (len(prompt_ids) - prompt_length))
+        decode = sampled.model_copy(update={"max_new_tokens": left})
+        requests.append(search_request(prompt_ids, decode, config.seed, problem_id, source.id, "branch", index))
+    return requests
 
 
 def add_cot_node(
@@ -310,15 +356,30 @@ def add_cot_node(
 ) -> ThoughtNode:
     """Chain of thought `index` (0 greedy, then the samples) as a child of the root, never expanded
     or rated: the greedy one is marked info["cot"] (ties go to it), a sample info["cot_sample"]."""
-    text = result.text.strip()
-    state = task.cot_state(text)
-    node = tree.add_child(tree.root.id, thought=text, state=state, kind="answer", generation=result.stats)
+    node = add_chain(tree, task, problem, result.text, result)
     if index == 0:
         node.info["cot"] = True
     else:
         node.info["cot_sample"] = index
-    node.info["finish_reason"] = result.finish_reason
     node.seeds["cot"] = request_seed(run_seed, problem.id, 0, "cot", index)
+    return node
+
+
+def add_branch_node(tree: ReasoningTree, task: Task, problem: Problem, result, index: int, source: ThoughtNode,
+                    prefix: str, seed: int) -> ThoughtNode:
+    """Chain `index` that continued the first `len(prefix)` characters of chain `source`, as a child
+    of the root beside it (info["cot_branch"], info["branched_from"], info["prefix_chars"])."""
+    node = add_chain(tree, task, problem, prefix + result.text, result)
+    node.info.update({"cot_branch": index, "branched_from": source.id, "prefix_chars": len(prefix)})
+    node.seeds["branch"] = seed
+    return node
+
+
+def add_chain(tree: ReasoningTree, task: Task, problem: Problem, text: str, result) -> ThoughtNode:
+    """A whole chain of thought (`text`, generated as `result`) as an answer node under the root."""
+    text = text.strip()
+    node = tree.add_child(tree.root.id, thought=text, state=task.cot_state(text), kind="answer", generation=result.stats)
+    node.info["finish_reason"] = result.finish_reason
     reason = rejection(task, problem, node)  # cut off, or shown wrong: it does not vote
     if reason is not None:
         node.info["rejected"] = reason

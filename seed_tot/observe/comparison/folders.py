@@ -43,8 +43,9 @@ def run_label(folder: Path, traces: list[Trace] | None = None) -> str:
     trace = traces[0]
     search = trace.config.get("search", {})
     where = executors_of(traces)
-    second_round = (f", {search['escalate_samples']} more where the vote's winner holds < {search.get('escalate_below')}"
-                    if search.get("escalate_samples") else "")
+    branched = " branched from its chains" if search.get("escalate_from") == "chains" else ""
+    second_round = (f", {search['escalate_samples']} more{branched} where the vote's winner holds "
+                    f"< {search.get('escalate_below')}" if search.get("escalate_samples") else "")
     if trace.search == "self-consistency":
         return (f"{folder.name} (self-consistency: greedy + {search.get('cot_samples')} sampled chains{second_round}, "
                 f"{where})")
