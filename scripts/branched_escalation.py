@@ -38,7 +38,7 @@ from seed_tot.search import SearchConfig  # noqa: E402
 from seed_tot.search.answers import select_answer, vote_candidates  # noqa: E402
 from seed_tot.search.base import add_branch_node, add_cot_node, branch_requests, rate_chains  # noqa: E402
 from seed_tot.search.branching import branch_prefix, branch_sources  # noqa: E402
-from seed_tot.search.escalation import needs_more_chains  # noqa: E402
+from seed_tot.search.escalation import unsure  # noqa: E402
 from seed_tot.tree import ReasoningTree  # noqa: E402
 
 FIRST_ROUND = range(0, 5)  # the greedy chain and samples 1-4
@@ -79,6 +79,8 @@ def branch_plan(p, tree: ReasoningTree, selection, config: SearchConfig, formatt
     """(sources, prefixes, requests) of the branches the search would grow from `tree`."""
     chains = [(answer, node) for answer, node in vote_candidates(p.task, p.problem, tree)]
     sources = branch_sources(chains, selection.votes, len(SECOND_ROUND))
+    if not sources:
+        return [], [], []
     prefixes = [branch_prefix(node.thought) for node in sources]
     requests = branch_requests(formatter, p.task.cot_prompt(p.problem), config, p.problem.id, sources, prefixes,
                                SECOND_ROUND)
@@ -98,6 +100,14 @@ def grow_branches(jobs: list, config: SearchConfig, formatter, judge, executor, 
     for start in range(0, len(jobs), per_call):
         chunk = jobs[start:start + per_call]
         plans = [branch_plan(p, tree, selection, config, formatter) for p, tree, selection in chunk]
+        for (p, _, _), (sources, _, _) in zip(chunk, plans, strict=True):
+            if not sources:  # no first-round chain answered: the search draws its second round afresh
+                with store.open("a") as out:
+                    out.write(json.dumps({"problem_id": p.problem.id, **settings, "afresh": True}) + "\n")
+        kept = [i for i, plan in enumerate(plans) if plan[0]]
+        chunk, plans = [chunk[i] for i in kept], [plans[i] for i in kept]
+        if not chunk:
+            continue
         began = time.perf_counter()
         results = executor.run([r for _, _, requests in plans for r in requests])
         seconds = time.perf_counter() - began
@@ -133,7 +143,7 @@ def arms(p, values: dict, samples: int, below: float, rows: dict) -> dict | None
 
     first, _ = chain_tree(p, values, FIRST_ROUND)
     one, selection = credit(p, first)
-    found = {"problem_id": p.problem.id, "unsure": needs_more_chains(selection.votes, below),
+    found = {"problem_id": p.problem.id, "unsure": unsure(selection, below),
              "one_round": (one, tokens(first))}
     pool = p.samples[:samples]
     correct = {a for a in (chain_answer(p.task, p.problem, r, i) for i, r in enumerate(pool, 1))
@@ -150,6 +160,9 @@ def arms(p, values: dict, samples: int, below: float, rows: dict) -> dict | None
     row = rows.get(p.problem.id)
     if row is None:
         return None
+    if row.get("afresh"):  # no first-round chain answered: nothing to branch from
+        found["branched"], found["prefix_tokens"] = found["fresh"], 0
+        return found
     found["branched"] = (row["correct"], tokens(first) + sum(b["new_tokens"] for b in row["branches"]))
     found["prefix_tokens"] = sum(b["prefix_tokens"] for b in row["branches"])
     return found

@@ -85,3 +85,14 @@ def test_a_sure_vote_grows_no_branches():
     config = SearchConfig(cot_samples=4, escalate_samples=4, escalate_below=0.7, escalate_from="chains")
     assert SelfConsistency(task(), executor, FORMATTER, config).run(PROBLEM).answer == "8"
     assert len(executor.batches) == 1
+
+
+@pytest.mark.parametrize("start", ["root", "chains"])
+def test_a_first_round_without_answers_draws_its_second_round_afresh(start):
+    """No chain answered: the most unsure vote; with nothing to branch from, the samples the default draws."""
+    def reply(prompt, request):
+        return "still thinking\nand thinking"  # no answer line: no vote
+    executor = ScriptedExecutor(TOKENIZER, reply)
+    config = SearchConfig(cot_samples=4, escalate_samples=4, escalate_below=0.7, escalate_from=start)
+    SelfConsistency(task(), executor, FORMATTER, config).run(PROBLEM)
+    assert [r.request_id.rsplit("/", 1)[1] for r in executor.batches[1]] == ["cot5", "cot6", "cot7", "cot8"]

@@ -9,6 +9,10 @@ of sampled chains and votes again over all of them (seed-tot's `--escalate`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from seed_tot.search.answers import Selection
 
 
 def winning_share(votes: Mapping[str, float]) -> float:
@@ -20,3 +24,10 @@ def winning_share(votes: Mapping[str, float]) -> float:
 def needs_more_chains(votes: Mapping[str, float], threshold: float) -> bool:
     """True when the vote's winning share is below `threshold` (a threshold of 0 never escalates)."""
     return winning_share(votes) < threshold
+
+
+def unsure(selection: Selection, threshold: float) -> bool:
+    """True when a voted answer is unsure enough for another round: its vote's winner holds less than
+    `threshold`, or no chain answered at all (the search's own choice stood in). Never for a plan the
+    task showed to reach its goal."""
+    return selection.method in ("vote", "search") and needs_more_chains(selection.votes, threshold)
