@@ -90,7 +90,7 @@ def branch_plan(p, tree: ReasoningTree, selection, config: SearchConfig, formatt
 def stored_branches(path: Path) -> dict[str, dict]:
     if not path.is_file():
         return {}
-    return {row["problem_id"]: row for row in map(json.loads, path.read_text().splitlines()) if row.strip()}
+    return {row["problem_id"]: row for row in map(json.loads, filter(str.strip, path.read_text().splitlines()))}
 
 
 def grow_branches(jobs: list, config: SearchConfig, formatter, judge, executor, store: Path, settings: dict,
