@@ -22,6 +22,8 @@
 #   beam    the tree's settings with breadth 2 (the 2 best states kept per level); not in the default list
 #   mcts    MCTS (10 iterations, logit State Evaluator, one vote per path, 4 sampled chains); not in the
 #           default list: about 4x the tokens of the BFS tree
+#   mcts-learned  the mcts stage's settings with the packaged learned judge (--value-mode learned): states
+#           valued by the step head, the final vote weighted by each answer's value; not in the default list
 #   tree-learned  the tree's settings with the packaged learned judge (--value-mode learned): states
 #           ranked by the step head, the final vote weighted by each chain's value; not in the default list
 #   beam-learned  the same with breadth 2; not in the default list
@@ -81,11 +83,12 @@ stage() {
         bon) tree_run best-of-8-logits --search best-of-n --thoughts 8 --value-mode logits --cot-samples 0 ;;
         beam) tree_run tree-bfs-b2-logits-path --search bfs --no-backtrack --breadth 2 --value-mode logits --vote-weight path ;;
         mcts) tree_run mcts-logits-path --search mcts --value-mode logits --vote-weight path ;;
+        mcts-learned) tree_run mcts-learned-value --search mcts --value-mode learned --vote-weight value ;;
         tree-learned) tree_run tree-bfs-learned-value --search bfs --no-backtrack --value-mode learned --vote-weight value ;;
         beam-learned) tree_run tree-bfs-b2-learned-value --search bfs --no-backtrack --breadth 2 --value-mode learned --vote-weight value ;;
         line-beam) tree_run line-beam-b2-n3-learned --search bfs --no-backtrack --thought-mode line --breadth 2 --thoughts 3 \
             --max-new-tokens 128 --no-cot --cot-samples 0 --value-mode learned --vote-weight value ;;
-        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon, beam, mcts, tree-learned, beam-learned or line-beam" >&2; exit 2 ;;
+        *) echo "unknown stage $1: use pool8, rerank, tree, pool16, bon, beam, mcts, mcts-learned, tree-learned, beam-learned or line-beam" >&2; exit 2 ;;
     esac
 }
 
