@@ -16,13 +16,15 @@ LAST=${2:?last seed}
 OUT=${3:-runs/blocksworld-blind-seeds}
 BLIND=(--search mcts --thought-mode random --value-mode constant --no-cot --method batched-lookup --dtype auto
        --concurrency 5)
+mkdir -p "$OUT/step6-41-80" "$OUT/step8-1-40"
 for seed in $(seq "$FIRST" "$LAST"); do
     if [ ! -s "$OUT/step6-41-80/seed$seed/results.jsonl" ]; then
-        seed-tot blocksworld "${BLIND[@]}" --start 40 --limit 40 --seed "$seed" --out "$OUT/step6-41-80/seed$seed" >/dev/null
+        seed-tot blocksworld "${BLIND[@]}" --start 40 --limit 40 --seed "$seed" --out "$OUT/step6-41-80/seed$seed" \
+            >"$OUT/step6-41-80/seed$seed.log" 2>&1
     fi
     if [ ! -s "$OUT/step8-1-40/seed$seed/results.jsonl" ]; then
         seed-tot blocksworld "${BLIND[@]}" --data tasks/data/blocksworld/planbench_step8.jsonl --depth 9 --start 0 \
-            --limit 40 --seed "$seed" --out "$OUT/step8-1-40/seed$seed" >/dev/null
+            --limit 40 --seed "$seed" --out "$OUT/step8-1-40/seed$seed" >"$OUT/step8-1-40/seed$seed.log" 2>&1
     fi
     echo "seed $seed done"
 done
