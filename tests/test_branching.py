@@ -96,3 +96,19 @@ def test_a_first_round_without_answers_draws_its_second_round_afresh(start):
     config = SearchConfig(cot_samples=4, escalate_samples=4, escalate_below=0.7, escalate_from=start)
     SelfConsistency(task(), executor, FORMATTER, config).run(PROBLEM)
     assert [r.request_id.rsplit("/", 1)[1] for r in executor.batches[1]] == ["cot5", "cot6", "cot7", "cot8"]
+
+
+def test_the_trace_and_its_viewer_show_each_branch_and_the_chain_it_continues(tmp_path):
+    from seed_tot.api import to_trace
+    from seed_tot.observe.html_view import trace_page_data
+    from seed_tot.observe.trace import load_trace, write_trace
+
+    executor = ScriptedExecutor(TOKENIZER, branching_reply({0: "8", 1: "8", 2: "9", 3: "9", 4: "6"}))
+    config = SearchConfig(cot_samples=4, escalate_samples=4, escalate_below=0.7, escalate_from="chains")
+    result = SelfConsistency(task(), executor, FORMATTER, config).run(PROBLEM)
+    trace = load_trace(write_trace(tmp_path / "p.json", to_trace(result, task(), executor)))
+    nodes = {n["id"]: n for n in trace_page_data(trace, lambda name: task())["nodes"]}
+    branches = [n for n in nodes.values() if n["cot"] == "branch"]
+    assert [n["cot_branch"] for n in branches] == [5, 6, 7, 8]
+    assert all(nodes[n["branched_from"]]["cot"] in ("greedy", "sample") for n in branches)
+    assert trace.config["search"]["escalate_from"] == "chains"

@@ -64,6 +64,7 @@ class OptionError(ConfigError):
 EXTENSION_FIELDS = {
     "n_thoughts": "n_thoughts", "depth": "depth", "breadth": "breadth", "iterations": "iterations",
     "value_samples": "value_samples", "cot_samples": "cot_samples", "exploration_weight": "exploration_weight",
+    "escalate_samples": "escalate_samples", "escalate_below": "escalate_below",
 }
 
 
