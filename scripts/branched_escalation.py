@@ -35,7 +35,7 @@ from judged_escalation import heldout_values  # noqa: E402
 
 from seed_tot.observe.report_files import write_report  # noqa: E402
 from seed_tot.search import SearchConfig  # noqa: E402
-from seed_tot.search.answers import select_answer, vote_candidates  # noqa: E402
+from seed_tot.search.answers import Selection, select_answer, vote_candidates  # noqa: E402
 from seed_tot.search.base import add_branch_node, add_cot_node, branch_requests, rate_chains  # noqa: E402
 from seed_tot.search.branching import branch_prefix, branch_sources  # noqa: E402
 from seed_tot.search.escalation import unsure  # noqa: E402
@@ -45,28 +45,23 @@ FIRST_ROUND = range(0, 5)  # the greedy chain and samples 1-4
 SECOND_ROUND = range(5, 9)  # samples 5-8, or the branches that take their indices
 
 
-def chain_tree(p, values: dict, indices: range) -> tuple[ReasoningTree, list]:
+def chain_tree(p, values: dict, indices: range) -> ReasoningTree:
     """A tree holding the pool's chains `indices` (0 greedy), each valued as stored."""
     tree = ReasoningTree()
     tree.add_root("")
-    nodes = []
+    add_pool_chains(tree, p, values, indices)
+    return tree
+
+
+def add_pool_chains(tree: ReasoningTree, p, values: dict, indices: range) -> None:
     for index in indices:
         result = p.greedy if index == 0 else p.samples[index - 1]
         node = add_cot_node(tree, p.task, p.problem, result, index, 0)
         if "rejected" not in node.info and (p.problem.id, index) in values:
             node.value, node.value_parsed = values[(p.problem.id, index)], True
-        nodes.append(node)
-    return tree, nodes
 
 
-def add_pool_chains(tree: ReasoningTree, p, values: dict, indices: range) -> None:
-    for index in indices:
-        node = add_cot_node(tree, p.task, p.problem, p.samples[index - 1], index, 0)
-        if "rejected" not in node.info and (p.problem.id, index) in values:
-            node.value, node.value_parsed = values[(p.problem.id, index)], True
-
-
-def credit(p, tree: ReasoningTree) -> tuple[float, dict]:
+def credit(p, tree: ReasoningTree) -> tuple[float, Selection]:
     selection = select_answer(p.task, p.problem, tree, tree.root.id, vote=True, weight="value")
     return float(p.task.score(p.problem, selection.answer) == 1.0) if selection.answer is not None else 0.0, selection
 
@@ -77,8 +72,7 @@ def tokens(tree: ReasoningTree) -> int:
 
 def branch_plan(p, tree: ReasoningTree, selection, config: SearchConfig, formatter):
     """(sources, prefixes, requests) of the branches the search would grow from `tree`."""
-    chains = [(answer, node) for answer, node in vote_candidates(p.task, p.problem, tree)]
-    sources = branch_sources(chains, selection.votes, len(SECOND_ROUND))
+    sources = branch_sources(vote_candidates(p.task, p.problem, tree), selection.votes, len(SECOND_ROUND))
     if not sources:
         return [], [], []
     prefixes = [branch_prefix(node.thought) for node in sources]
@@ -141,7 +135,7 @@ def arms(p, values: dict, samples: int, below: float, rows: dict) -> dict | None
     from seed_tot.observe.comparison.pools import chain_answer
     from seed_tot.observe.paired_stats import expected_vote_accuracy
 
-    first, _ = chain_tree(p, values, FIRST_ROUND)
+    first = chain_tree(p, values, FIRST_ROUND)
     one, selection = credit(p, first)
     found = {"problem_id": p.problem.id, "unsure": unsure(selection, below),
              "one_round": (one, tokens(first))}
@@ -154,7 +148,7 @@ def arms(p, values: dict, samples: int, below: float, rows: dict) -> dict | None
     if not found["unsure"]:
         found["fresh"] = found["branched"] = found["one_round"]
         return found
-    both, _ = chain_tree(p, values, FIRST_ROUND)
+    both = chain_tree(p, values, FIRST_ROUND)
     add_pool_chains(both, p, values, SECOND_ROUND)
     found["fresh"] = (credit(p, both)[0], tokens(both))
     row = rows.get(p.problem.id)
@@ -225,7 +219,7 @@ def main(train_dir, heldout, head_path, below, dtype, method, per_call, resample
     for _, values, samples, problems in pools:
         for p in problems:
             if arms(p, values, samples, below, rows) is None:
-                tree, _ = chain_tree(p, values, FIRST_ROUND)
+                tree = chain_tree(p, values, FIRST_ROUND)
                 pending.append((p, tree, credit(p, tree)[1]))
     if pending:
         from seed_tot.models.loading import load_model
