@@ -35,9 +35,9 @@ from judged_escalation import heldout_values  # noqa: E402
 
 from seed_tot.observe.report_files import write_report  # noqa: E402
 from seed_tot.search import SearchConfig  # noqa: E402
-from seed_tot.search.answers import Selection, select_answer, vote_candidates  # noqa: E402
+from seed_tot.search.answers import Selection, select_answer  # noqa: E402
 from seed_tot.search.base import add_branch_node, add_cot_node, branch_requests, rate_chains  # noqa: E402
-from seed_tot.search.branching import branch_prefix, branch_sources  # noqa: E402
+from seed_tot.search.branching import plan_branches  # noqa: E402
 from seed_tot.search.escalation import unsure  # noqa: E402
 from seed_tot.tree import ReasoningTree  # noqa: E402
 
@@ -72,10 +72,9 @@ def tokens(tree: ReasoningTree) -> int:
 
 def branch_plan(p, tree: ReasoningTree, selection, config: SearchConfig, formatter):
     """(sources, prefixes, requests) of the branches the search would grow from `tree`."""
-    sources = branch_sources(vote_candidates(p.task, p.problem, tree), selection.votes, len(SECOND_ROUND))
+    sources, prefixes = plan_branches(p.task, p.problem, tree, selection.votes, len(SECOND_ROUND))
     if not sources:
         return [], [], []
-    prefixes = [branch_prefix(node.thought) for node in sources]
     requests = branch_requests(formatter, p.task.cot_prompt(p.problem), config, p.problem.id, sources, prefixes,
                                SECOND_ROUND)
     return sources, prefixes, requests
@@ -115,12 +114,12 @@ def grow_branches(jobs: list, config: SearchConfig, formatter, judge, executor, 
                          in zip(mine, SECOND_ROUND, sources, prefixes, requests, strict=True)]
                 rate_chains(judge, p.task, p.problem, nodes)
                 correct, selection = credit(p, tree)
+                prompt_tokens = len(formatter.encode(p.task.cot_prompt(p.problem)))
                 out.write(json.dumps({
                     "problem_id": p.problem.id, **settings, "call_seconds": round(seconds, 1),
                     "correct": correct, "answer": selection.answer, "votes": selection.votes,
                     "branches": [{"index": node.info["cot_branch"], "from_index": source.info.get("cot_sample", 0),
-                                  "prefix_chars": len(prefix), "prefix_tokens": len(request.prompt_ids) - len(
-                                      formatter.encode(p.task.cot_prompt(p.problem))),
+                                  "prefix_chars": len(prefix), "prefix_tokens": len(request.prompt_ids) - prompt_tokens,
                                   "text": node.thought, "finish_reason": node.info["finish_reason"],
                                   "new_tokens": node.generation.new_tokens, "seed": str(request.seed),
                                   "value": node.value, "rejected": node.info.get("rejected")}

@@ -11,6 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from seed_tot.observe.trace import Trace
+from seed_tot.search.answers import marks_chain
 from seed_tot.task import Problem, Task
 
 TaskLookup = Callable[[str], Task | None]  # a task by its name (None: unknown)
@@ -74,10 +75,6 @@ def node_answers(trace: Trace, task_named: TaskLookup | None = None) -> dict[int
     return {node.id: read(node.state) if node.kind == "answer" else None for node in trace.nodes}
 
 
-def is_chain_of_thought(info: dict) -> bool:
-    return bool(info.get("cot") or info.get("cot_sample") or info.get("cot_branch"))
-
-
 def _layered_positions(graph: nx.DiGraph, depth: dict[int, int]) -> dict[int, tuple[float, float]]:
     """Leaves spread evenly left to right; a parent sits above the middle of its children."""
     positions: dict[int, tuple[float, float]] = {}
@@ -102,7 +99,7 @@ def _layered_positions(graph: nx.DiGraph, depth: dict[int, int]) -> dict[int, tu
 def plot_tree(trace: Trace, path: str | Path, task_named: TaskLookup | None = None) -> Path:
     """Draw the tree: node colour = value, thick red edges = chosen path, short answers under
     answer leaves, rejected nodes ringed in red, chains of thought as squares set apart."""
-    chains = [n for n in trace.nodes if is_chain_of_thought(n.info)]
+    chains = [n for n in trace.nodes if marks_chain(n.info)]
     chain_ids = {n.id for n in chains}
     graph = nx.DiGraph()
     depth = {n.id: n.depth for n in trace.nodes}

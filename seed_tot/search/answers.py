@@ -42,7 +42,12 @@ class Selection:
 
 def is_chain_of_thought(node: ThoughtNode) -> bool:
     """A chain of thought of the whole problem (greedy, sampled, or a branch of one), not a state the search built."""
-    return bool(node.info.get("cot") or node.info.get("cot_sample") or node.info.get("cot_branch"))
+    return marks_chain(node.info)
+
+
+def marks_chain(info: dict) -> bool:
+    """True for a node's info that marks a chain of thought (also read from stored traces)."""
+    return bool(info.get("cot") or info.get("cot_sample") or info.get("cot_branch"))
 
 
 def vote_candidates(task: Task, problem: Problem, tree: ReasoningTree) -> list[tuple[str, ThoughtNode]]:

@@ -27,8 +27,8 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.random_moves import RandomMoves
 from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import Executor, GenerationRequest
-from seed_tot.search.answers import Selection, is_chain_of_thought, select_answer, vote_candidates
-from seed_tot.search.branching import branch_prefix, branch_sources
+from seed_tot.search.answers import Selection, select_answer
+from seed_tot.search.branching import plan_branches
 from seed_tot.search.escalation import unsure
 from seed_tot.search.known_states import first_goal, mark_repeats
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
@@ -209,9 +209,10 @@ class Search(ABC):
         selection = select_answer(self.task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
         second_round = escalation_indices(cfg, first_round)
         if second_round and cot_prompt is not None and self.task.votable and unsure(selection, cfg.escalate_below):
-            sources = self._branch_sources(run, selection, len(second_round)) if cfg.escalate_from == "chains" else []
+            sources, prefixes = (plan_branches(self.task, problem, tree, selection.votes, len(second_round))
+                                 if cfg.escalate_from == "chains" else ([], []))
             if sources:
-                yield from self._branch(run, cot_prompt(problem), second_round, sources)
+                yield from self._branch(run, cot_prompt(problem), second_round, sources, prefixes)
             else:  # afresh, as asked, or because no chain of the first round answered
                 more = yield from self._cot(run, cot_prompt(problem), second_round)
                 self._add_chains(tree, problem, more, second_round)
@@ -249,16 +250,10 @@ class Search(ABC):
         if self.judge is not None:
             rate_chains(self.judge, self.task, problem, chains)
 
-    def _branch_sources(self, run: SearchRun, selection: Selection, count: int) -> list[ThoughtNode]:
-        """The chains the second round's branches continue (none when no chain answered)."""
-        chains = [(answer, node) for answer, node in vote_candidates(self.task, run.problem, run.tree)
-                  if is_chain_of_thought(node)]
-        return branch_sources(chains, selection.votes, count)
-
-    def _branch(self, run: SearchRun, prompt: str, indices: range, sources: list[ThoughtNode]) -> Steps[None]:
-        """The second round as branches: chains `indices` continue the opening lines of `sources`
+    def _branch(self, run: SearchRun, prompt: str, indices: range, sources: list[ThoughtNode],
+                prefixes: list[str]) -> Steps[None]:
+        """The second round as branches: chains `indices` continue `prefixes` of `sources`
         (seed_tot/search/branching.py), as one batch."""
-        prefixes = [branch_prefix(node.thought) for node in sources]
         requests = branch_requests(self.formatter, prompt, self.config, run.problem.id, sources, prefixes, indices)
         outcome = yield Batch("cot", 0, requests)
         run.log.add("cot", 0, outcome.results, outcome)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from seed_tot.tree import ThoughtNode, value_key
+from seed_tot.search.answers import is_chain_of_thought, vote_candidates
+from seed_tot.task import Problem, Task
+from seed_tot.tree import ReasoningTree, ThoughtNode, value_key
 
 
 def branch_prefix(text: str, share: float = 0.5) -> str:
@@ -37,3 +39,12 @@ def branch_sources(candidates: list[tuple[str, ThoughtNode]], votes: Mapping[str
     ranked = sorted(best, key=lambda answer: (-votes[answer], value_key(best[answer])))[:2]
     chosen = [best[answer] for answer in ranked]
     return [chosen[i % len(chosen)] for i in range(count)] if chosen else []
+
+
+def plan_branches(task: Task, problem: Problem, tree: ReasoningTree, votes: Mapping[str, float],
+                  count: int) -> tuple[list[ThoughtNode], list[str]]:
+    """(the chains `count` branches continue, the opening each keeps) for `tree`'s chains of thought;
+    none when no chain answered."""
+    chains = [(answer, node) for answer, node in vote_candidates(task, problem, tree) if is_chain_of_thought(node)]
+    sources = branch_sources(chains, votes, count)
+    return sources, [branch_prefix(node.thought) for node in sources]

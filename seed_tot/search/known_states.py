@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
+from seed_tot.search.answers import marks_chain
 from seed_tot.task import Problem, Task
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 
 def _key(task: Task, problem: Problem, node: ThoughtNode) -> Hashable | None:
-    if "rejected" in node.info or node.info.get("cot") or node.info.get("cot_sample"):
+    if "rejected" in node.info or marks_chain(node.info):
         return None
     return task.state_key(problem, node.state)
 
