@@ -1,8 +1,11 @@
 """Linear layers with int8 weights and int8 products (fbgemm's dynamic quantization, CPU): opt-in, lossy.
 
 Each output channel's weights are rounded to int8 with their own scale (the largest magnitude maps
-to 127); each call rounds its input activations to 8 bits with one scale for the whole call, and
-fbgemm multiplies the 8-bit values (AVX-512 VNNI where the CPU has it). On the default target's
+to 127); each call rounds its input activations with one scale for the whole call, and fbgemm
+multiplies the rounded values (AVX-512 VNNI where the CPU has it). Activations get 8 bits where the
+CPU's kernel sums the products exactly, and 7 bits where it does not: fbgemm's AVX2 kernel adds pairs
+of u8 x s8 products in 16-bit registers, which saturate at full 8-bit activations (torch's own
+`reduce_range`). Which one a CPU needs is measured (`activation_levels`), not read from its flags. On the default target's
 decode widths that product is about twice as fast as the packed bfloat16 one (docs/engines.md#int8-linear-layers).
 It is not exact: the target's greedy choice changed at about 1 position in 100 (measured), and since one
 scale covers all rows of a call, a row's rounding depends on the other rows decoded beside it.
@@ -28,7 +31,7 @@ def _quantized_weight(weight: torch.Tensor) -> torch.Tensor:
     zero_points = torch.zeros(weight.shape[0], dtype=torch.long)
     with warnings.catch_warnings():
         # torch announces the end of its quantized tensors; the pinned version has them, and
-        # int8_works() turns --int8 away in one sentence on a build without them
+        # require_int8() turns --int8 away in one sentence on a build without them
         warnings.filterwarnings("ignore", message=".*quantized tensor creation functions.*")
         return torch.quantize_per_channel(weight, scales.double(), zero_points, 0, torch.qint8)
 
@@ -37,29 +40,65 @@ def _prepack(weight: torch.Tensor, bias: torch.Tensor | None):
     return torch.ops.quantized.linear_prepack(_quantized_weight(weight), None if bias is None else bias.detach().float())
 
 
-def _product(x: torch.Tensor, packed) -> torch.Tensor:
-    return torch.ops.quantized.linear_dynamic(x.float(), packed, False)
+def _product(x: torch.Tensor, packed, reduce_range: bool) -> torch.Tensor:
+    return torch.ops.quantized.linear_dynamic(x.float(), packed, reduce_range)
+
+
+def rounded_product(x: torch.Tensor, weight: torch.Tensor, levels: int) -> torch.Tensor:
+    """What an exact int8 product gives: per-output-channel int8 weights times the input rounded to
+    `levels` + 1 steps (255: 8 bits, 127: 7 bits) with one affine scale for the whole call."""
+    weight = weight.float()
+    w_scale = (weight.abs().amax(dim=1, keepdim=True) / 127).clamp_min(1e-12)
+    w = torch.round(weight / w_scale).clamp(-127, 127) * w_scale
+    x = x.float()
+    low, high = min(float(x.min()), 0.0), max(float(x.max()), 0.0)
+    x_scale = max((high - low) / levels, 1e-12)
+    zero = round(-low / x_scale)
+    xq = (torch.round(x / x_scale) + zero).clamp(0, levels)
+    return F.linear((xq - zero) * x_scale, w)
+
+
+def _probe_case() -> tuple[torch.Tensor, torch.Tensor]:
+    """Weights and inputs at full scale: the largest weights of each row side by side with large
+    positive inputs, where 16-bit pair sums overflow (2 x 255 x 127 > 32767)."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(48, 64, generator=generator)
+    weight[:, :8] = weight.abs().amax(dim=1, keepdim=True) * torch.tensor([1.0, 1.0, -1.0, -1.0]).repeat(2)
+    x = torch.randn(5, 64, generator=generator).abs()
+    x[:, :8] = x.amax(dim=1, keepdim=True)
+    return weight, x
+
+
+def _exact_at(levels: int, weight: torch.Tensor, x: torch.Tensor, packed) -> bool:
+    got = _product(x, packed, reduce_range=levels == 127)
+    want = rounded_product(x, weight, levels)
+    return bool((got - want).abs().max() <= 1e-4 * float(want.abs().max()))
 
 
 @lru_cache(maxsize=None)
-def int8_works() -> bool:
-    """True when this torch build runs fbgemm's int8 product on this CPU and it computes what the
-    rounded values give, including at full scale (where a CPU without VNNI saturates)."""
-    generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(48, 64, generator=generator)
-    weight[:, :8] = weight.abs().amax(dim=1, keepdim=True) * torch.tensor([1.0, -1.0]).repeat(4)
-    x = torch.randn(5, 64, generator=generator).abs()
+def activation_levels() -> int | None:
+    """How finely this CPU's fbgemm int8 product can round activations and still compute exactly
+    what the rounded values give: 255 (8 bits), 127 (7 bits), or None where neither holds (or this
+    torch build has no such product). Measured once per process on a full-scale case."""
+    weight, x = _probe_case()
     try:
-        got = _product(x, _prepack(weight, None))
+        packed = _prepack(weight, None)
+        return next((levels for levels in (255, 127) if _exact_at(levels, weight, x, packed)), None)
     except (RuntimeError, AttributeError, NotImplementedError):
-        return False
-    want = F.linear(x, weight)
-    return bool(torch.allclose(got, want, rtol=0.05, atol=0.05 * float(want.abs().max())))
+        return None
+
+
+def int8_works() -> bool:
+    """True when this torch build runs an exact int8 product on this CPU (at 8 or 7 bits)."""
+    return activation_levels() is not None
 
 
 def require_int8(device: torch.device) -> None:
-    if device.type != "cpu" or not int8_works():
-        raise ConfigError("--int8 needs a CPU whose torch build runs fbgemm's int8 products: leave out --int8.")
+    if device.type != "cpu":
+        raise ConfigError("--int8 runs on a CPU only: leave out --int8 or use --device cpu.")
+    if not int8_works():
+        raise ConfigError("--int8 needs a torch build whose fbgemm int8 product is exact on this CPU, "
+                          "and it is not here: leave out --int8.")
 
 
 class Int8Linear(torch.nn.Module):
@@ -81,7 +120,8 @@ class Int8Linear(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         leading = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
-        return _product(flat, self.packed).to(x.dtype).reshape(*leading, self.out_features)
+        product = _product(flat, self.packed, reduce_range=activation_levels() == 127)
+        return product.to(x.dtype).reshape(*leading, self.out_features)
 
 
 def stays_16_bit(layer: torch.nn.Linear, intermediate_size: int | None) -> bool:
