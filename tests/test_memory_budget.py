@@ -42,6 +42,11 @@ def test_a_budget_below_the_weights_and_one_row_is_refused_with_the_least_that_f
         plan_memory(3 * GIB, 3 * GIB, 28 * 1024, 1024)
 
 
+def test_a_tiny_budget_is_named_in_the_unit_it_was_given():
+    with pytest.raises(ConfigError, match=r"--max-memory 1\.0 MiB cannot hold"):
+        plan_memory(parse_size("1MB"), 3 * GIB, 28 * 1024, 1024)
+
+
 def test_kv_per_token_from_a_config():
     config = {"num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "hidden_size": 1536}
     assert kv_bytes_per_token(config, 2) == 2 * 28 * 2 * 128 * 2

@@ -124,7 +124,18 @@ def test_raw_stream_ends_with_done(server):
     assert lines[-1] == "data: [DONE]"
     events = [json.loads(line.removeprefix("data: ")) for line in lines[:-1]]
     assert all(e["object"] == "text_completion" for e in events)
-    assert events[-1]["choices"][0]["finish_reason"] == "stop"
+    assert events[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_an_answer_the_token_cap_cut_says_length_even_when_empty(server):
+    """One token per chain: every chain is cut, no answer is found; OpenAI clients read 'length' as a cut."""
+    body = {"model": "gsm8k/self-consistency", "messages": [{"role": "user", "content": "What is 2 plus 2?"}],
+            "max_tokens": 1, "seed": 1}
+    reply = httpx.post(server.url + "/v1/chat/completions", json=body, timeout=60).json()
+    assert reply["choices"][0]["finish_reason"] == "length"
+    with httpx.stream("POST", server.url + "/v1/chat/completions", json={**body, "stream": True}, timeout=60) as r:
+        finish = [e["choices"][0]["finish_reason"] for e in sse_events(r) if e["choices"]]
+    assert finish[-1] == "length"
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

@@ -7,6 +7,7 @@ import json
 import click
 
 from seed_tot.cli.options import config_options, decode_options, method_options, model_options, search_options
+from seed_tot.cli.api_server.budget import DEFAULT_MAX_REQUEST_TOKENS
 from seed_tot.scheduling.methods import CONCURRENCY_DEFAULTS
 
 
@@ -19,6 +20,7 @@ def server_options(f):
         click.option("--max-queue", "max_queue", type=int, default=256, show_default=True, help="Trees that may wait beyond --concurrency; a request beyond them gets 429 (retry later)."),
         click.option("--batching", type=click.Choice(["continuous", "rounds"]), default="continuous", show_default=True, help="How the trees share a batched executor (as for the task commands)."),
         click.option("--out", "out_dir", type=click.Path(file_okay=False), default="runs/api", show_default=True, help="Folder for the traces (OUT/traces/<trace id>.json)."),
+        click.option("--max-request-tokens", "max_request_tokens", type=int, default=DEFAULT_MAX_REQUEST_TOKENS, show_default=True, help="Work budget of one request: the most tokens its settings may let its trees generate (n x thoughts x depth ... x max_tokens, counted before any work); a request over it gets 400 naming the setting to lower."),
         click.option("--shutdown-timeout", "shutdown_timeout", type=float, default=60.0, show_default=True, help="On Ctrl-C/SIGTERM: seconds the requests in flight may take to finish before their trees are cancelled."),
     ]):
         f = option(f)
@@ -63,7 +65,7 @@ def printed_settings(config, server: dict, option_names: set[str]) -> dict:
 @decode_options
 @config_options
 def api(host: str, port: int, api_key: str | None, concurrency: int | None, max_queue: int, batching: str, out_dir: str,
-        shutdown_timeout: float, print_config: bool, **options) -> None:
+        max_request_tokens: int, shutdown_timeout: float, print_config: bool, **options) -> None:
     """Serve an OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions, streaming)
     whose model ids name a task and a search, e.g. gsm8k/self-consistency, blocksworld/mcts. The
     search and decoding options set each model's defaults; a request's temperature, top_p, max_tokens,
@@ -75,14 +77,15 @@ def api(host: str, port: int, api_key: str | None, concurrency: int | None, max_
     config = RunConfig(**options, data_path=None, limit=None, start=0, ids=None, out_dir=out_dir,
                        resume=False, concurrency=concurrency, batching=batching)
     if print_config:
-        server = {"host": host, "port": port, "max_queue": max_queue, "shutdown_timeout": shutdown_timeout}
+        server = {"host": host, "port": port, "max_queue": max_queue, "max_request_tokens": max_request_tokens,
+                  "shutdown_timeout": shutdown_timeout}
         option_names = {p.name for p in click.get_current_context().command.params}
         return click.echo(json.dumps(printed_settings(resolved_config(config)[0], server, option_names), indent=2))
     check_address(host, port)
     if api_key is None and host not in ("127.0.0.1", "localhost", "::1"):
         click.echo(f"warning: listening on {host} without --api-key: anyone who reaches this port can use it", err=True)
     click.echo("loading models ...", err=True)
-    service = ApiService(config, out_dir, max_queue=max_queue, own_thread=False)
+    service = ApiService(config, out_dir, max_queue=max_queue, own_thread=False, max_request_tokens=max_request_tokens)
     click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.config.method}, concurrency "
                f"{service.config.concurrency}); models: {', '.join(service.catalog)}", err=True)
     serve(service, host=host, port=port, api_key=api_key, shutdown_timeout=shutdown_timeout)

@@ -53,7 +53,11 @@ def default_budget() -> int:
 
 
 def gib(size: int) -> str:
-    return f"{size / GIB:.1f} GiB"
+    """A size in the largest binary unit it fills (1 MiB, not 0.0 GiB)."""
+    for unit, scale in (("TiB", 2**40), ("GiB", GIB), ("MiB", MIB), ("KiB", 2**10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
 
 
 @dataclass(frozen=True)

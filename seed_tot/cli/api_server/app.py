@@ -10,29 +10,59 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 import secrets
 import time
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from seed_tot.errors import SeedTotError
-from seed_tot.cli.api_server.catalog import OptionError, request_config
+from seed_tot.cli.api_server.budget import Work, heaviest_setting, over_budget, token_bound, work_of
+from seed_tot.cli.api_server.catalog import OptionError, extension_names, request_config
 from seed_tot.cli.api_server.driver import DriverClosed, QueueFull
 from seed_tot.cli.api_server.problems import ProblemError, problem_from_text
-from seed_tot.cli.api_server.protocol import ApiError, ParsedRequest, chunk, parse_chat, parse_completion, reply, usage
+from seed_tot.cli.api_server.protocol import EXTENSION_CAPS, MAX_N, MAX_TOKENS, ApiError, ParsedRequest, chunk, parse_chat, parse_completion, reply, usage
 from seed_tot.cli.api_server.replies import choice_of
 from seed_tot.cli.api_server.service import ApiService, Finished
 
 POLL_SECONDS = 0.5  # how often a waiting request checks that its client is still there
 MAX_BODY_BYTES = 1 << 20
+RETRY_AFTER_SECONDS = 5  # told to a client refused by a full queue
+
+log = logging.getLogger(__name__)
 
 
 def _error(exc: ApiError) -> JSONResponse:
-    return JSONResponse(exc.body(), status_code=exc.status)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request body, refused (413) by its Content-Length or as soon as the bytes received pass
+    MAX_BODY_BYTES, so an oversized body is never held whole; None when the client went away."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _too_large(int(declared))
+    parts, received = [], 0
+    try:
+        async for part in request.stream():
+            received += len(part)
+            if received > MAX_BODY_BYTES:
+                raise _too_large(received, at_least=True)
+            parts.append(part)
+    except ClientDisconnect:
+        log.info("%s %s: the client went away while sending the body", request.method, request.url.path)
+        return None
+    return b"".join(parts)
+
+
+def _too_large(size: int, at_least: bool = False) -> ApiError:
+    has = f"at least {size:,}" if at_least else f"{size:,}"
+    return ApiError(413, f"The request body has {has} bytes: send at most {MAX_BODY_BYTES:,}.",
+                    code="body_too_large")
 
 
 def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
@@ -40,8 +70,13 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
 
     def _model(model_id: str) -> dict:
         entry = service.catalog[model_id]
+        limits = {"max_request_tokens": service.max_request_tokens,
+                  "default_request_tokens": token_bound(_default_work(entry)),
+                  "n": MAX_N, "max_tokens": MAX_TOKENS,
+                  "seed_tot": {name: cap for name, cap in EXTENSION_CAPS.items() if name in extension_names(entry)}}
         return {"id": model_id, "object": "model", "created": 0, "owned_by": "seed-tot",
-                "seed_tot": {"task": entry.task_name, "search": entry.search_cls.name, "default": entry.default}}
+                "seed_tot": {"task": entry.task_name, "search": entry.search_cls.name, "default": entry.default,
+                             "limits": limits}}
 
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [_model(model_id) for model_id in service.catalog]})
@@ -90,9 +125,9 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
         return path
 
     async def _complete(request: Request, parse) -> Response:
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise ApiError(413, f"The request body has {len(raw)} bytes: send at most {MAX_BODY_BYTES}.")
+        raw = await _body(request)
+        if raw is None:  # the client went away while sending it
+            return Response(status_code=499)
         try:
             body = json.loads(raw or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -105,8 +140,9 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
                            param="model", code="model_not_found")
         from seed_tot_tasks import get_task
 
+        task = get_task(entry.task_name)
         try:
-            problem = problem_from_text(get_task(entry.task_name), req.text)
+            problem = problem_from_text(task, req.text)
         except ProblemError as exc:
             raise ApiError(400, str(exc), param="messages" if req.kind == "chat" else "prompt",
                            code="invalid_problem") from None
@@ -116,6 +152,10 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
                                       max_tokens=req.max_tokens, extension=req.extension) for i in range(req.n)]
         except OptionError as exc:
             raise ApiError(400, str(exc), param=exc.param) from None
+        work, default = work_of(configs[0], entry.search_cls.name, req.n, task), _default_work(entry)
+        refusal = over_budget(work, default, service.max_request_tokens)
+        if refusal is not None:
+            raise ApiError(400, refusal, param=heaviest_setting(work, default), code="over_budget")
         loop = asyncio.get_running_loop()
         events: asyncio.Queue = asyncio.Queue()
 
@@ -134,7 +174,8 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
         except DriverClosed as exc:
             raise ApiError(503, str(exc), type_="server_error", code="shutting_down") from None
         except QueueFull as exc:
-            raise ApiError(429, str(exc), type_="rate_limit_error", code="queue_full") from None
+            raise ApiError(429, str(exc), type_="rate_limit_error", code="queue_full",
+                           headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
         reply_id = ("chatcmpl-" if req.kind == "chat" else "cmpl-") + jobs[0].job_id
         created = int(time.time())
         if req.stream:
@@ -224,6 +265,13 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
         app.add_middleware(_KeyCheck, api_key=api_key)
     app.state.service = service
     return app
+
+
+def _default_work(entry) -> Work:
+    """The work of one tree at the model's defaults."""
+    from seed_tot_tasks import get_task
+
+    return work_of(entry.config, entry.search_cls.name, 1, get_task(entry.task_name))
 
 
 def _job_error(value: BaseException) -> ApiError:

@@ -68,6 +68,12 @@ EXTENSION_FIELDS = {
 }
 
 
+def extension_names(entry: ModelEntry) -> list[str]:
+    """The `seed_tot` settings a request to `entry` may give."""
+    fields = entry.search_cls.config_class.model_fields
+    return sorted(k for k, f in EXTENSION_FIELDS.items() if f in fields) + ["value_max_tokens"]
+
+
 def request_config(entry: ModelEntry, *, seed: int, temperature: float | None, top_p: float | None,
                    max_tokens: int | None, extension: dict[str, Any]) -> SearchConfig:
     """The entry's config with the request's settings; OptionError names the option to change."""
@@ -88,9 +94,8 @@ def request_config(entry: ModelEntry, *, seed: int, temperature: float | None, t
             continue
         field = EXTENSION_FIELDS.get(key)
         if field is None or field not in entry.search_cls.config_class.model_fields:
-            known = sorted(k for k, f in EXTENSION_FIELDS.items() if f in entry.search_cls.config_class.model_fields)
             raise OptionError(f"Unknown seed_tot option {key!r} for {entry.model_id}: use "
-                              f"{', '.join(known + ['value_max_tokens'])}.", f"seed_tot.{key}")
+                              f"{', '.join(extension_names(entry))}.", f"seed_tot.{key}")
         data[field] = value
     try:
         config = entry.search_cls.config_class(**data)

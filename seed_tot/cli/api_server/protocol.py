@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 MAX_N = 8
 MAX_TOKENS = 8192
+# the most each `seed_tot` setting may ask for; the work budget (budget.py) bounds their product
+EXTENSION_CAPS = {"n_thoughts": 32, "depth": 16, "breadth": 8, "iterations": 64, "value_samples": 16,
+                  "cot_samples": 64, "escalate_samples": 64, "value_max_tokens": MAX_TOKENS}
 
 REFUSED = {  # field -> why, for a value other than the harmless ones in _HARMLESS
     "tools": "tool calls are not supported by a reasoning tree",
@@ -38,12 +41,30 @@ class ApiError(Exception):
     """An OpenAI-style error reply: HTTP status and the error object's fields."""
 
     def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None):
+                 param: str | None = None, code: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+        self.headers = headers
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class _Extension(BaseModel):
+    """The `seed_tot` object's bounds; which settings a model id takes is the catalog's to say."""
+
+    model_config = ConfigDict(extra="allow")
+
+    n_thoughts: int | None = Field(None, ge=1, le=EXTENSION_CAPS["n_thoughts"])
+    depth: int | None = Field(None, ge=1, le=EXTENSION_CAPS["depth"])
+    breadth: int | None = Field(None, ge=1, le=EXTENSION_CAPS["breadth"])
+    iterations: int | None = Field(None, ge=1, le=EXTENSION_CAPS["iterations"])
+    value_samples: int | None = Field(None, ge=1, le=EXTENSION_CAPS["value_samples"])
+    cot_samples: int | None = Field(None, ge=0, le=EXTENSION_CAPS["cot_samples"])
+    escalate_samples: int | None = Field(None, ge=0, le=EXTENSION_CAPS["escalate_samples"])
+    value_max_tokens: int | None = Field(None, ge=1, le=EXTENSION_CAPS["value_max_tokens"])
+    exploration_weight: float | None = Field(None, ge=0, le=100)
+    escalate_below: float | None = Field(None, ge=0, le=1)
 
 
 class _Common(BaseModel):
@@ -58,7 +79,7 @@ class _Common(BaseModel):
     max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
     stream_options: dict[str, Any] | None = None
-    seed_tot: dict[str, Any] = Field(default_factory=dict)
+    seed_tot: _Extension = Field(default_factory=_Extension)
 
 
 class _Message(BaseModel):
@@ -143,7 +164,8 @@ def _common(kind: str, parsed: _Common, text: str) -> ParsedRequest:
     return ParsedRequest(kind=kind, model=parsed.model, text=text.strip(), stream=parsed.stream, n=parsed.n,
                          seed=parsed.seed, temperature=parsed.temperature, top_p=parsed.top_p,
                          max_tokens=parsed.max_tokens or parsed.max_completion_tokens,
-                         include_usage=include_usage, extension=dict(parsed.seed_tot))
+                         include_usage=include_usage,
+                         extension=parsed.seed_tot.model_dump(exclude_unset=True))
 
 
 def parse_chat(body: Any) -> ParsedRequest:

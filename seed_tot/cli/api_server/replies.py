@@ -20,13 +20,22 @@ def answer_content(finished: Finished, votable: bool) -> str:
     return answer
 
 
+def was_cut(result, content: str) -> bool:
+    """A token cap cut the answer: a generation on the chosen path ended at its budget, or nothing
+    was answered (an empty content, or no answer found) while some generation of the tree did."""
+    tree = result.tree
+    if any(tree.node(i).info.get("finish_reason") == "length" for i in result.chosen_path):
+        return True
+    unanswered = not content.strip() or result.answer is None
+    return unanswered and any(node.info.get("finish_reason") == "length" for node in tree.nodes())
+
+
 def choice_of(finished: Finished, entry: ModelEntry, seed: int) -> dict:
     from seed_tot_tasks import get_task
 
     result = finished.result
     selection = result.selection
     trace_id = finished.trace_id
-    cut = result.chosen_path and result.chosen.info.get("finish_reason") == "length"
     extension = {
         "trace_id": trace_id,
         "trace_url": f"/v1/traces/{trace_id}",
@@ -45,9 +54,10 @@ def choice_of(finished: Finished, entry: ModelEntry, seed: int) -> dict:
         "batches": len(result.batches),
         "executor_seconds": round(result.metrics.wall_seconds, 3),
     }
+    content = answer_content(finished, get_task(entry.task_name).votable)
     return {
-        "content": answer_content(finished, get_task(entry.task_name).votable),
-        "finish_reason": "length" if cut else "stop",
+        "content": content,
+        "finish_reason": "length" if was_cut(result, content) else "stop",
         "usage": {"prompt_tokens": finished.prompt_tokens, "completion_tokens": finished.completion_tokens},
         "seed_tot": extension,
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from seed_tot.errors import ConfigError
+from seed_tot.cli.api_server.budget import DEFAULT_MAX_REQUEST_TOKENS
 from seed_tot.cli.api_server.catalog import ModelEntry, build_catalog
 from seed_tot.cli.api_server.driver import Job, TreeDriver
 from seed_tot.search.base import SearchConfig, SearchResult
@@ -47,14 +48,22 @@ def check_max_queue(max_queue: int | None) -> None:
         raise ConfigError(f"--max-queue must be at least 1 (got {max_queue}).")
 
 
+def check_max_request_tokens(tokens: int) -> None:
+    if tokens < 1:
+        raise ConfigError(f"--max-request-tokens must be at least 1 (got {tokens}).")
+
+
 class ApiService:
     """The models and executor of `config` (a RunConfig) and the driver that grows the requests'
     trees: on a thread of its own, or (own_thread=False) on the caller's, which calls `driver.run()`."""
 
-    def __init__(self, config, out_dir: str | Path, max_queue: int | None = None, own_thread: bool = True) -> None:
+    def __init__(self, config, out_dir: str | Path, max_queue: int | None = None, own_thread: bool = True,
+                 max_request_tokens: int = DEFAULT_MAX_REQUEST_TOKENS) -> None:
         from seed_tot.cli.run_executor import check_memory_before_loading
 
         check_max_queue(max_queue)
+        check_max_request_tokens(max_request_tokens)
+        self.max_request_tokens = max_request_tokens  # the work budget of one request (budget.py)
         self.config, method_settings = resolved_config(config)
         if self.config.method_info.in_process:
             check_memory_before_loading(self.config, method_settings)
