@@ -4,12 +4,37 @@ the optional capabilities an executor may offer)."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, Protocol, runtime_checkable
 
 from seed_tot.config import DecodeConfig
 
-FinishReason = Literal["eos", "stop", "length"]
+FinishReason = Literal["eos", "stop", "length", "cancelled"]
+
+
+class Cancel:
+    """A flag that whoever sent requests sets, from any thread, to stop them: a session that sees it
+    ends their rows at its next decode step (finish_reason "cancelled", no tokens) and frees their
+    memory. Copies of a request share the flag; a request pickled for another process arrives with
+    a fresh, unset one (that process cannot see this one)."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def __reduce__(self):
+        return (Cancel, ())
+
+    def __deepcopy__(self, memo) -> "Cancel":
+        return self
 
 
 @dataclass
@@ -73,6 +98,7 @@ class GenerationRequest:
     # of these token ids after the prompt, from one forward over it. Executors that cannot read
     # log-probabilities refuse such a request (`scoring_refusal`).
     score_tokens: tuple[int, ...] | None = None
+    cancel: Cancel | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

@@ -2,13 +2,15 @@
 different steps, while others leave, get exactly the tokens they get alone, greedy and sampled.
 A negative control shows the check catches a join that lets rows see the pad slots."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 import seed_tot.runtime.ragged as ragged
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
-from seed_tot.requests import GenerationRequest
+from seed_tot.requests import Cancel, GenerationRequest
 from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
 from seed_tot.scheduling.session import drain
 from session_helpers import cancelled_midway, staggered
@@ -73,6 +75,60 @@ def test_cancelled_rows_leave_at_once_and_the_others_keep_their_tokens(tiny_pair
     assert width == kept
     assert sorted(found) == [i for i in range(len(reqs)) if i not in dropped]
     assert all(found[i].token_ids == alone[i] for i in found)
+
+
+@pytest.mark.parametrize("method", ["batched", "batched-lookup", "batched-sd"])
+def test_a_cancel_flag_set_from_outside_ends_its_rows_at_the_next_step(tiny_pair, method):
+    """The sender sets the flag between two steps (as another thread would): at the next step its
+    rows, decoding and queued, end as "cancelled" with no tokens and leave the batch, before any
+    forward; the other rows keep their tokens."""
+    _, target = tiny_pair
+    reqs = requests(target.tokenizer, temperature=1.0, top_p=0.9)
+    executor = make(method, tiny_pair, prefix_cache_mb=0)
+    alone = [executor.run([r])[0].token_ids for r in reqs]
+    flag = Cancel()
+    dropped = {0, 3, 8}  # 0 and 3 decoding (20 and 30 tokens), 8 queued when the flag is set
+    flagged = [replace(r, cancel=flag) if i in dropped else r for i, r in enumerate(reqs)]
+    session = executor.session()
+    tickets = session.add(flagged[:6])
+    results = {}
+    for _ in range(3):
+        results.update(session.step())
+    tickets += session.add(flagged[6:])
+    flag.set()
+    ended = dict(session.step())
+    assert {tickets[i] for i in dropped} <= set(ended)
+    assert all(ended[tickets[i]].finish_reason == "cancelled" and not ended[tickets[i]].token_ids for i in dropped)
+    assert all(row.ticket not in {tickets[i] for i in dropped} for row in session.active)
+    results.update(ended)
+    while session.busy:
+        results.update(session.step())
+    assert all(results[tickets[i]].token_ids == alone[i] for i in range(len(reqs)) if i not in dropped)
+
+
+def test_run_ends_early_for_a_cancelled_request(tiny_pair):
+    """An executor's run (a round) does not wait for a cancelled request's budget."""
+    _, target = tiny_pair
+    flag = Cancel()
+    flag.set()
+    long = GenerationRequest(target.tokenizer.encode("Hello"), DecodeConfig(max_new_tokens=500, temperature=1.0),
+                             seed=1, cancel=flag)
+    short = GenerationRequest(target.tokenizer.encode("Hi"), DecodeConfig(max_new_tokens=5), seed=2)
+    executor = make("batched", tiny_pair, prefix_cache_mb=0)
+    cut, kept = executor.run([long, short])
+    assert cut.finish_reason == "cancelled" and cut.token_ids == []
+    assert kept.token_ids == executor.run([short])[0].token_ids
+
+
+def test_a_cancel_flag_travels_to_another_process_unset():
+    import copy
+    import pickle
+
+    flag = Cancel()
+    flag.set()
+    request = GenerationRequest([1, 2], cancel=flag)
+    assert not pickle.loads(pickle.dumps(request)).cancel.is_set()
+    assert copy.deepcopy(request).cancel is flag
 
 
 def test_joining_rows_start_from_the_prefix_cache_and_stay_exact(tiny_pair):

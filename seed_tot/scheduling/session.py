@@ -4,7 +4,9 @@ A `DecodeSession` holds the rows an in-process batched executor is decoding. `ad
 requests (they are prefilled and join at the start of the next step) and returns one ticket per
 request; `step` runs one decode step of every row and returns the results of the rows that ended
 in it; `cancel` drops requests between steps (queued ones, and rows decoding, whose results then
-never come). A row's tokens depend only on its own request (its seed, its prompt), never on when it
+never come). A request whose `cancel` flag is set (from any thread) ends at the start of the next
+step: queued, it never joins; decoding, its row leaves the batch before the next forward; its
+result comes at once, finish_reason "cancelled" and no tokens. A row's tokens depend only on its own request (its seed, its prompt), never on when it
 joined, who shares the batch or who left it, so a session gives what `run` gives for each request
 alone.
 """
@@ -18,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Generic, TypeVar
 
 from seed_tot.errors import ConfigError
-from seed_tot.requests import GenerationRequest, GenerationResult, scoring_refusal
+from seed_tot.requests import Cancel, GenerationRequest, GenerationResult, scoring_refusal
 
 Row = TypeVar("Row")
 
@@ -75,6 +77,7 @@ class DecodeSession(ABC, Generic[Row]):
         self.draft_seconds = 0.0
         self.joins_while_busy = 0  # joins into a batch that already had rows (continuous batching at work)
         self.scored: list[tuple[int, GenerationResult]] = []  # scoring results of the last join
+        self._flagged: dict[int, tuple[Cancel, GenerationRequest]] = {}  # live tickets with a cancel flag
 
     def add(self, requests: list[GenerationRequest]) -> list[int]:
         """Queue requests to join at the next step; one ticket per request, in order."""
@@ -85,12 +88,15 @@ class DecodeSession(ABC, Generic[Row]):
         tickets = list(range(self._tickets, self._tickets + len(requests)))
         self._tickets += len(requests)
         self._queued.extend(zip(tickets, requests))
+        self._flagged.update((t, (r.cancel, r)) for t, r in zip(tickets, requests) if r.cancel is not None)
         return tickets
 
     def cancel(self, tickets: list[int]) -> None:
         """Drop these requests now, between steps: queued ones never join, rows decoding leave the
         batch; no result comes for any of them. Tickets that already ended are ignored."""
         dropped = set(tickets)
+        for ticket in dropped:
+            self._flagged.pop(ticket, None)
         self._queued = [(ticket, request) for ticket, request in self._queued if ticket not in dropped]
         if any(row.ticket in dropped for row in self.active):
             self._remove(dropped)
@@ -105,19 +111,32 @@ class DecodeSession(ABC, Generic[Row]):
         return len(self.active) + len(self._queued)
 
     def step(self) -> list[tuple[int, GenerationResult]]:
-        """Let queued requests join, run one decode step; (ticket, result) of each row that ended."""
+        """End the cancelled requests, let queued ones join, run one decode step; (ticket, result)
+        of each row that ended."""
+        ended = self._end_cancelled() if self._flagged else []
         if self._queued:
             queued, self._queued = admitted(self._queued, self.active, self.max_kv_tokens)
             self.joins_while_busy += bool(self.active)
             with self._measured(self.work.join):
                 self._join(queued)
         scored, self.scored = self.scored, []
-        if not self.active:
-            return scored
-        self.work.steps += 1
-        self.work.step_rows += len(self.active)
-        with self._measured(self.work.step):
-            return scored + self._step()
+        ended += scored
+        if self.active:
+            self.work.steps += 1
+            self.work.step_rows += len(self.active)
+            with self._measured(self.work.step):
+                ended += self._step()
+        for ticket, _ in ended:
+            self._flagged.pop(ticket, None)
+        return ended
+
+    def _end_cancelled(self) -> list[tuple[int, GenerationResult]]:
+        """Take out the requests whose flag is set; their (empty, "cancelled") results."""
+        flagged = [(ticket, request) for ticket, (flag, request) in self._flagged.items() if flag.is_set()]
+        if not flagged:
+            return []
+        self.cancel([ticket for ticket, _ in flagged])
+        return [(ticket, cancelled_result(request, ticket)) for ticket, request in flagged]
 
     @contextmanager
     def _measured(self, phase: PhaseWork):
@@ -144,6 +163,11 @@ class DecodeSession(ABC, Generic[Row]):
     @abstractmethod
     def _step(self) -> list[tuple[int, GenerationResult]]:
         """One decode step of every active row; drop and return the rows that ended."""
+
+
+def cancelled_result(request: GenerationRequest, ticket: int) -> GenerationResult:
+    return GenerationResult(request_id=request.request_id or str(ticket), token_ids=[], text="",
+                            finish_reason="cancelled")
 
 
 def held_tokens(request: GenerationRequest) -> int:

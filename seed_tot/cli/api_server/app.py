@@ -169,6 +169,8 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
                                 on_done=lambda value, i=i: post(("done", i, value)),
                                 on_progress=lambda event, i=i: post(("progress", i, event)))
                 for i, config in enumerate(configs)]
+        for job in jobs:
+            job.owner = jobs[0].job_id  # the request's trees share one fair share of the batch
         try:
             service.driver.submit(jobs)
         except DriverClosed as exc:

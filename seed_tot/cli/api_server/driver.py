@@ -8,9 +8,15 @@ for an executor without sessions, merges the waiting batches round by round. A f
 handed to `finish` (which writes its trace) and then to the job's `on_done`, on this thread:
 callers hop back to their own event loop themselves.
 
-A cancelled job (its client went away) is never advanced again: at the next step boundary its
-waiting batches are dropped and its rows still decoding leave the session's batch (no result comes
-for them). Other jobs go on, their rows untouched.
+A cancelled job (its client went away, or the server stops) is never advanced again: every request
+it sends carries the job's cancel flag, so its rows leave the batch at the session's next decode
+step (and an executor's `run` of a round ends them there too), before the driver thread even looks;
+its waiting batches are dropped. Other jobs go on, their rows untouched.
+
+Fair share: the rows of one request (its n trees) in the session are capped at `rows_per_request`;
+the rest of its batches wait in the driver and join as its rows end, the requests taking turns. So
+the batch stays narrow enough for a small request's rows to step quickly while a large one runs,
+and no single join (a prefill) grows with the size of one request.
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from seed_tot.errors import SeedTotError
 from seed_tot.metrics import event_records
-from seed_tot.requests import ContinuousBatching, Executor, GenerationResult, SessionEvents
+from seed_tot.requests import Cancel, ContinuousBatching, Executor, GenerationRequest, GenerationResult, SessionEvents
 from seed_tot.search.base import Search, SearchResult
 from seed_tot.search.steps import Batch, BatchOutcome, StepRunner, Task, execute, split
 from seed_tot.task import Problem
 
 log = logging.getLogger(__name__)
+
+ROWS_PER_REQUEST = 32  # rows of one request in the shared batch at once (fair share)
 
 
 class DriverClosed(SeedTotError):
@@ -49,6 +57,8 @@ class Job:
     problem: Problem
     on_done: Callable[[Any], None]  # called once with the finish() value or an exception
     on_progress: Callable[[dict], None] = lambda event: None
+    owner: str = ""  # the request whose tree this is (its jobs share the fair share); "" : the job's own id
+    flag: Cancel = field(default_factory=Cancel)  # set with `cancelled`; carried by every request it sends
     cancelled: bool = False
     finished: bool = False
     root: Task | None = None
@@ -60,13 +70,24 @@ class Job:
 
 @dataclass(eq=False)
 class _InFlight:
+    """A batch of one job in the session: its requests join `rows_per_request` at a time."""
+
     task: Task
     job: Job
     role: str
-    tickets: list[int]
+    requests: list[GenerationRequest]
+    tickets: list[int] = field(default_factory=list)  # of the requests added so far, in order
     sent: float = field(default_factory=time.perf_counter)
     widest: int = 0
-    results: dict[int, GenerationResult] = field(default_factory=dict)
+    results: dict[int, GenerationResult] = field(default_factory=dict)  # by ticket
+
+    @property
+    def in_session(self) -> int:
+        return len(self.tickets) - len(self.results)
+
+    @property
+    def done(self) -> bool:
+        return len(self.results) == len(self.requests)
 
 
 class TreeDriver:
@@ -82,9 +103,11 @@ class TreeDriver:
 
     def __init__(self, open_executor: Callable[[], Executor], concurrency: int,
                  finish: Callable[[Job, SearchResult], Any], continuous: bool = True,
-                 max_queue: int | None = None, own_thread: bool = True) -> None:
+                 max_queue: int | None = None, own_thread: bool = True,
+                 rows_per_request: int = ROWS_PER_REQUEST) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
+        self.rows_per_request = rows_per_request
         self.executor: Executor | None = None
         self.concurrency = concurrency
         self.max_queue = max_queue
@@ -138,8 +161,10 @@ class TreeDriver:
                 self._incoming.put(job)
 
     def cancel(self, job: Job) -> None:
-        """Stop advancing `job` (its result, if any, is dropped); safe after it finished."""
+        """Stop `job`: its rows leave the batch at the next decode step, its result (if any) is
+        dropped; safe after it finished."""
         job.cancelled = True
+        job.flag.set()
         self._incoming.put(None)  # wake an idle loop
 
     def close(self, drain: bool = True, timeout: float | None = None) -> bool:
@@ -150,6 +175,7 @@ class TreeDriver:
         if not drain:
             for job in list(self.running) + self._queued_jobs():
                 job.cancelled = True
+                job.flag.set()
         self._incoming.put(None)
         return self._stopped.wait(timeout)
 
@@ -266,9 +292,8 @@ class TreeDriver:
             if job is None:
                 continue
             job.prompt_tokens += sum(len(r.prompt_ids) for r in task.batch.requests)
-            flight = _InFlight(task, job, task.batch.role, self._session.add(task.batch.requests))
-            self._flights.append(flight)
-            self._by_ticket.update((ticket, flight) for ticket in flight.tickets)
+            self._flights.append(_InFlight(task, job, task.batch.role, flagged(task.batch.requests, job)))
+        self._feed()
         if not self._session.busy:
             return
         width = self._session.width
@@ -277,11 +302,12 @@ class TreeDriver:
         for ticket, result in self._session.step():
             flight = self._by_ticket.pop(ticket)
             flight.results[ticket] = result
-            if len(flight.results) < len(flight.tickets):
+            if not flight.done:
                 continue
             self._flights.remove(flight)
             events = self._session.take_events(flight.tickets) if isinstance(self._session, SessionEvents) else None
             if flight.job.cancelled or flight.job.finished:
+                self.rows_cancelled += sum(r.finish_reason == "cancelled" for r in flight.results.values())
                 continue
             outcome = BatchOutcome(results=[flight.results[t] for t in flight.tickets],
                                    wall_seconds=time.perf_counter() - flight.sent,
@@ -289,11 +315,31 @@ class TreeDriver:
                                    merged_size=flight.widest)
             self._deliver(flight.job, flight.task, flight.role, outcome)
 
+    def _feed(self) -> None:
+        """Add the flights' requests to the session while each request's rows there stay within
+        its fair share; requests take turns in the order they arrived."""
+        rows: dict[str, int] = {}
+        for flight in self._flights:
+            owner = flight.job.owner or flight.job.job_id
+            rows[owner] = rows.get(owner, 0) + flight.in_session
+        for flight in self._flights:
+            if flight.job.cancelled or len(flight.tickets) == len(flight.requests):
+                continue
+            owner = flight.job.owner or flight.job.job_id
+            room = self.rows_per_request - rows[owner]
+            if room <= 0:
+                continue
+            joining = flight.requests[len(flight.tickets): len(flight.tickets) + room]
+            tickets = self._session.add(joining)
+            flight.tickets.extend(tickets)
+            self._by_ticket.update((ticket, flight) for ticket in tickets)
+            rows[owner] += len(tickets)
+
     def _round(self) -> None:
         waiting = [(task, job) for task in self._runner.take_waiting() if (job := self._live(task)) is not None]
         if not waiting:
             return
-        requests = [r for task, _ in waiting for r in task.batch.requests]
+        requests = [r for task, job in waiting for r in flagged(task.batch.requests, job)]
         for task, job in waiting:
             job.prompt_tokens += sum(len(r.prompt_ids) for r in task.batch.requests)
         merged = Batch(role="merged", node_id=-1, requests=requests)
@@ -343,7 +389,9 @@ class TreeDriver:
         unfinished = [t for flight in flights for t in flight.tickets if t not in flight.results]
         if unfinished:
             self._session.cancel(unfinished)
-            self.rows_cancelled += len(unfinished)
+        # every request that did not end by itself: never sent, still decoding, or ended by its flag
+        self.rows_cancelled += sum(len(flight.requests) - len(flight.results) for flight in flights)
+        self.rows_cancelled += sum(r.finish_reason == "cancelled" for flight in flights for r in flight.results.values())
         for flight in flights:
             self._flights.remove(flight)
             for ticket in flight.tickets:
@@ -357,3 +405,8 @@ class TreeDriver:
             job.on_done(value)
         except Exception:
             log.exception("on_done of %s failed", job.job_id)
+
+
+def flagged(requests: list[GenerationRequest], job: Job) -> list[GenerationRequest]:
+    """The requests as sent for `job`: each carries the job's cancel flag (the search's own stay as they are)."""
+    return [replace(request, cancel=job.flag) for request in requests]

@@ -4,8 +4,11 @@ a background thread (tests, notebooks)."""
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -22,30 +25,40 @@ def _config(service: ApiService, host: str, port: int, api_key: str | None, shut
                           timeout_graceful_shutdown=shutdown_timeout)
 
 
+FORCE_SECONDS = 3.0  # after a second Ctrl-C (or the drain's end), how long a clean exit may take before a hard one
+
+
 def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
           shutdown_timeout: float = 60.0, log_level: str = "info") -> None:
-    """Serve until Ctrl-C or SIGTERM: stop accepting, let the requests in flight finish (their
-    trees are cancelled after `shutdown_timeout` seconds), then stop the driver and executor.
+    """Serve until Ctrl-C or SIGTERM: stop accepting, let the requests in flight finish for up to
+    `shutdown_timeout` seconds, then cancel their trees (their rows leave the batch at the next
+    decode step), stop the driver and close the executor. A second Ctrl-C or SIGTERM cancels
+    everything at once; whatever still runs FORCE_SECONDS later (a forward that does not return),
+    the process then ends itself (exit code 130).
 
     `service` was made with own_thread=False: its driver grows the trees on this (main) thread, the
-    one that loaded the models, while uvicorn serves on another (see TreeDriver)."""
+    one that loaded the models, while uvicorn serves on another (see TreeDriver). The signals are
+    read on a third thread through a wakeup file descriptor, so they are seen at once even while
+    the main thread sits in a long torch call."""
     server = uvicorn.Server(_config(service, host, port, api_key, shutdown_timeout, log_level))
     exit_code: list[int] = []
 
     def serve_then_close() -> None:
         try:
-            server.run()  # off the main thread uvicorn installs no signal handlers: stop() below asks it
+            server.run()  # off the main thread uvicorn installs no signal handlers: the watcher asks it
         except SystemExit as exc:  # uvicorn could not start (the port is taken, say): it logged why
             exit_code.append(exc.code if isinstance(exc.code, int) else 1)
         finally:
             service.close(drain=False, timeout=shutdown_timeout)
 
-    def stop(signum, frame) -> None:
-        if server.should_exit:  # a second Ctrl-C: stop now, as uvicorn does, without waiting for the trees
-            server.force_exit = True
-        server.should_exit = True
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    reader.settimeout(None)
+    previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    watcher = threading.Thread(target=_watch_signals, args=(reader, server, service, shutdown_timeout),
+                               name="seed-tot-api-signals", daemon=True)
+    watcher.start()
     http = threading.Thread(target=serve_then_close, name="seed-tot-api-server", daemon=True)
     http.start()
     try:
@@ -53,10 +66,57 @@ def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_ke
     finally:
         server.should_exit = True
         http.join(shutdown_timeout + 10)
+        signal.set_wakeup_fd(previous_fd)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        writer.close()
     if exit_code and exit_code[0]:
         raise SystemExit(exit_code[0])
+
+
+def _watch_signals(reader: socket.socket, server: uvicorn.Server, service: ApiService, shutdown_timeout: float) -> None:
+    """The first stop signal: stop accepting and drain; `shutdown_timeout` later, cancel the trees
+    in flight. A second: cancel them now. Either way, FORCE_SECONDS after the cancel, end the
+    process if it is still here. Returns when serve() closes the pair."""
+    stopping_at = None
+    while True:
+        reader.settimeout(None if stopping_at is None else max(0.0, stopping_at + shutdown_timeout - time.monotonic()))
+        try:
+            received = reader.recv(64)
+        except TimeoutError:  # the drain ran out of time
+            received = None
+        except OSError:
+            return
+        if received == b"":  # serve() ended and closed its end
+            return
+        if received and stopping_at is None:
+            stopping_at = time.monotonic()
+            _say(f"stopping: finishing the requests in flight (up to {shutdown_timeout:g} s); "
+                 "Ctrl-C again to stop now")
+            server.should_exit = True
+            continue
+        _say("stopping now: cancelling the requests in flight" if received else
+             f"the requests in flight did not finish within {shutdown_timeout:g} s: cancelling them")
+        server.force_exit = bool(received)
+        server.should_exit = True
+        service.driver.close(drain=False, timeout=0)
+        reader.settimeout(FORCE_SECONDS)
+        try:
+            while reader.recv(64):  # more signals change nothing; the end of serve() does
+                pass
+            return
+        except TimeoutError:
+            pass
+        except OSError:
+            return
+        _say(f"the server did not stop within {FORCE_SECONDS:g} s of cancelling its requests: exiting now")
+        for child in multiprocessing.active_children():
+            child.kill()
+        os._exit(130)
+
+
+def _say(message: str) -> None:
+    print(f"seed-tot api: {message}", file=sys.stderr, flush=True)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
