@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:  # `python scripts/engine_peers.py` from anywhere:
     sys.path.insert(0, str(ROOT))
 
 from seed_tot.observe.peers import cores_available, markdown_table, run_measured, solve_concurrently  # noqa: E402
-from seed_tot.records import read_stored_text, stored_files  # noqa: E402
+from seed_tot.records import portable_command, portable_path, read_stored_text, stored_files  # noqa: E402
 
 SYSTEMS = {
     "a": "seed-tot gsm8k (in-process default)",
@@ -264,12 +264,13 @@ def run_system(system: str, spec: dict, out_root: Path, script: Path) -> dict:
     if system in CLI_SYSTEMS:
         command = cli_command(spec, system, out)
     else:
-        (out / "spec.json").write_text(json.dumps(spec, indent=1))
+        # the worker runs in ROOT: the data file named from there, as the stored records name it
+        (out / "spec.json").write_text(json.dumps({**spec, "data": portable_path(spec["data"], ROOT)}, indent=1))
         command = [sys.executable, str(script), "--worker", system, "--out", str(out)]
     click.echo(f"[{system}] {SYSTEMS[system]}: {shlex.join(command)}")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     measured = run_measured(command, out / "log.txt", env=env, cwd=str(ROOT))
-    row = {"system": system, "label": SYSTEMS[system], "command": shlex.join(command), **measured}
+    row = {"system": system, "label": SYSTEMS[system], "command": portable_command(command, ROOT), **measured}
     try:
         if measured["returncode"] != 0:
             raise RuntimeError(f"exit code {measured['returncode']}")
@@ -338,7 +339,7 @@ def main(data, start, limit, systems, generate_limit, concurrency, threads, out_
         raise click.BadParameter(f"unknown system(s) {unknown}: choose from {', '.join(SYSTEMS)}", param_hint="--systems")
     if limit < 1 or concurrency < 1 or (generate_limit is not None and generate_limit < 1):
         raise click.BadParameter("--limit, --concurrency and --generate-limit must be at least 1")
-    command_line = shlex.join([sys.executable, *sys.argv])
+    command_line = portable_command([sys.executable, *sys.argv], ROOT)
     data_path = Path(data) if Path(data).exists() or Path(data).is_absolute() else ROOT / data
     spec = {"data": str(data_path.resolve()), "start": start, "limit": limit,
             "concurrency": concurrency, "threads": threads or cores_available(), "tiny": tiny,

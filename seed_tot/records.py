@@ -67,6 +67,34 @@ def stored_files(folder: str | os.PathLike, pattern: str, recursive: bool = True
     return [found[name] for name in sorted(found)]
 
 
+def portable_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """How a record names a file so that the name means the same on another machine: a relative
+    path as given; an absolute one relative to `root` (default: the working directory) where it
+    lies below it, as `~/...` where it lies in the home folder, else as given."""
+    source = Path(path)
+    if not source.is_absolute():
+        return source.as_posix()
+    for base, name in ((Path(root) if root is not None else Path.cwd(), "."), (Path.home(), "~")):
+        base = base.resolve()
+        if source == base:
+            return name
+        if source.is_relative_to(base):
+            inner = source.relative_to(base).as_posix()
+            return inner if name == "." else f"{name}/{inner}"
+    return source.as_posix()
+
+
+def portable_command(argv: list[str], root: str | os.PathLike | None = None) -> str:
+    """A command line as a record writes it: the running interpreter as `python`, absolute paths
+    named as `portable_path` names them, quoted for a shell."""
+    import shlex
+    import sys
+
+    words = ["python" if i == 0 and word == sys.executable else
+             portable_path(word, root) if os.path.isabs(word) else word for i, word in enumerate(argv)]
+    return shlex.join(words)
+
+
 def append_json_lines(path: Path, entries: list[dict]) -> None:
     """Append one JSON line per entry and fsync them before returning. A last line that a killed
     writer left unfinished is ended first, so the entries start lines of their own."""

@@ -21,6 +21,7 @@ from seed_tot.records import (
     append_record,
     finished_ids,
     load_records,
+    portable_path,
     summarize,
 )
 from seed_tot.reasoning.judge import judge_answer
@@ -80,7 +81,7 @@ def _record(task_name, config: RunConfig, result, trace_path, extra) -> ProblemR
         target_forwards=m.target_forwards,
         draft_forwards=m.draft_forwards,
         parse_failures=m.parse_failures,
-        trace_path=str(trace_path),
+        trace_path=portable_path(trace_path),  # relative to the working directory where it lies below it
         extra=extra,
     )
 

@@ -154,6 +154,7 @@ def grid_row(grid: list[dict], setting: dict) -> dict:
 
 def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_path: Path, seed: int) -> dict:
     from seed_tot.values.training import choose_settings, choose_step_settings, fit_head
+    from seed_tot_tasks.base import data_file_record
 
     chains = table.labels[table.final]
     if bool(chains.all()) or not bool(chains.any()):
@@ -163,8 +164,9 @@ def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_
     chosen, grid = choose_settings(table, L2_GRID, seed=seed)
     head_id = f"{settings['target']}-L{chosen['layer']}-{len(problem_ids)}p-{settings['target_fingerprint'][:8]}"
     best = grid_row(grid, chosen)
+    data_file = data_file_record(data_path)  # named by its repository path or as typed, with its sha256
     meta = {**settings, "head_id": head_id, "scope": chosen["scope"], "l2": chosen["l2"],
-            "train_data": str(data_path), "train_problem_ids": problem_ids,
+            "train_data": data_file["path"], "train_data_sha256": data_file["sha256"], "train_problem_ids": problem_ids,
             "cross_validated": {k: best[k] for k in ("chain_auroc_within", "state_auroc_within", "ece_states")},
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     head = fit_head(table, chosen["layer"], chosen["l2"], chosen["scope"], meta)
@@ -177,4 +179,4 @@ def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_
     head.save(out / "value_head.safetensors")
     return {"head_id": head_id, "chosen": best, "steps_head": steps, "grid": grid, "settings": settings,
             "train": {"problems": len(problem_ids), "chains": len(chains), "states": len(table.labels),
-                      "data": str(data_path)}}
+                      "data": data_file["path"], "data_sha256": data_file["sha256"]}}

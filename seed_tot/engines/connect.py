@@ -16,6 +16,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.engines import llama_api, openai_api
 from seed_tot.engines.http import Refused, Unreachable, call_json
 from seed_tot.errors import EngineError, TokenizerMismatchError
+from seed_tot.records import portable_path
 from seed_tot.requests import GenerationRequest
 
 # Spaces, digits, punctuation, a newline and non-ASCII letters: where tokenizers usually differ.
@@ -68,7 +69,7 @@ def _llama_info(url: str, timeout: float) -> ServerInfo | None:
         "engine": "llama.cpp",
         "url": url,
         "build": props.get("build_info", ""),
-        "model_file": model_path,
+        "model_file": portable_path(model_path) if model_path else model_path,  # the cache as ~/...
         "model_sha256": file_sha256(model_path),
         "slots": props.get("total_slots"),
         "speculative": props.get("default_generation_settings", {}).get("params", {}).get("speculative.types", ""),
