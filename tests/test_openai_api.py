@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -238,8 +239,61 @@ def test_a_full_queue_answers_429(tmp_path):
         reply = httpx.post(small.url + "/v1/completions", timeout=30, json={
             "model": "gsm8k/self-consistency", "prompt": "What is 1 plus 1?", "n": 2, "max_tokens": 4})
         assert reply.status_code == 429 and reply.json()["error"]["code"] == "queue_full"
+        assert int(reply.headers["retry-after"]) >= 1
     finally:
         small.stop()
+
+
+@pytest.mark.parametrize("extension, param", [
+    ({"n_thoughts": 200000}, "seed_tot.n_thoughts"), ({"n_thoughts": 10**9}, "seed_tot.n_thoughts"),
+    ({"depth": 17}, "seed_tot.depth"), ({"breadth": 9}, "seed_tot.breadth"), ({"iterations": 65}, "seed_tot.iterations"),
+    ({"value_samples": 17}, "seed_tot.value_samples"), ({"cot_samples": 65}, "seed_tot.cot_samples"),
+    ({"escalate_samples": 65}, "seed_tot.escalate_samples"), ({"value_max_tokens": 8193}, "seed_tot.value_max_tokens"),
+])
+def test_every_seed_tot_setting_has_a_hard_cap(server, extension, param):
+    reply = httpx.post(server.url + "/v1/chat/completions", timeout=10, json={
+        "model": "gsm8k/bfs", "messages": [{"role": "user", "content": "What is 1 plus 1?"}], "seed_tot": extension})
+    assert reply.status_code == 400 and reply.json()["error"]["param"] == param
+    assert "less than or equal" in reply.json()["error"]["message"]
+
+
+def test_a_request_over_the_work_budget_is_refused_before_any_work(server):
+    driver = server.service.driver
+    completed, budget = driver.completed, server.service.max_request_tokens
+    body = {"model": "gsm8k/bfs", "messages": [{"role": "user", "content": "What is 1 plus 1?"}], 
+            "seed_tot": {"n_thoughts": 32, "depth": 16, "breadth": 8, "value_max_tokens": 100}}
+    reply = httpx.post(server.url + "/v1/chat/completions", timeout=10, json=body)
+    error = reply.json()["error"]
+    assert reply.status_code == 400 and error["code"] == "over_budget" and error["param"] == "seed_tot.n_thoughts"
+    assert f"budget of {budget:,}" in error["message"] and "lower seed_tot.n_thoughts" in error["message"]
+    assert driver.completed == completed and not driver.running and driver.queued == 0  # no tree was started
+    n_heavy = {"model": "gsm8k/self-consistency", "messages": body["messages"], "n": 8, "max_tokens": 8192}
+    # the server's default is 8 tokens per chain: 8192 is the setting furthest from it
+    assert httpx.post(server.url + "/v1/chat/completions", timeout=10, json=n_heavy).json()["error"]["param"] == "max_tokens"
+
+
+def test_the_model_card_states_the_caps_and_the_budget(server):
+    card = httpx.get(server.url + "/v1/models/gsm8k/bfs", timeout=10).json()["seed_tot"]["limits"]
+    assert card["max_request_tokens"] == server.service.max_request_tokens
+    assert 0 < card["default_request_tokens"] <= card["max_request_tokens"]
+    assert card["seed_tot"]["n_thoughts"] == 32 and card["seed_tot"]["breadth"] == 8 and "iterations" not in card["seed_tot"]
+    assert (card["n"], card["max_tokens"]) == (8, 8192)
+
+
+def test_the_body_limit_holds_while_reading(server):
+    """Refused by its Content-Length before a byte of it is read, and a body without a length is
+    cut off at the limit (413 either way)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 2097152\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 413")
+
+    def chunks():
+        for _ in range(40):
+            yield b"x" * 65536
+
+    reply = httpx.post(server.url + "/v1/chat/completions", content=chunks(), timeout=10)
+    assert reply.status_code == 413 and reply.json()["error"]["code"] == "body_too_large"
 
 
 LONG_TREE = {"model": "gsm8k/bfs", "max_tokens": 200, "temperature": 1.0,

@@ -33,7 +33,7 @@ POLL_SECONDS = 0.5  # how often a waiting request checks that its client is stil
 MAX_BODY_BYTES = 1 << 20
 RETRY_AFTER_SECONDS = 5  # told to a client refused by a full queue
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("uvicorn.error")  # the server's own log, beside uvicorn's lines
 
 
 def _error(exc: ApiError) -> JSONResponse:
