@@ -74,7 +74,7 @@ def table_rows(doc: str, heading: str) -> dict[str, list[str]]:
         if line.startswith("|"):
             seen_table = True
             cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
-            if set(cells[0]) <= set("-: ") or cells[0] == "measurement":
+            if set(cells[0]) <= set("-: |") or cells[0] == "measurement":
                 continue
             rows[cells[0]] = cells
         elif seen_table:
@@ -83,12 +83,15 @@ def table_rows(doc: str, heading: str) -> dict[str, list[str]]:
 
 
 LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+CODE = re.compile(r"`[^`]*`")  # commands and option names, not figures
+NAME = re.compile(r"\b[A-Za-z][\w]*-\d+\b")  # problem ids and names: gsm8k-1, AVX-512
+NUMBER = re.compile(r"(?<![A-Za-z_\d.])\d[\d,]*(?:\.\d+)?")  # not the digits inside a word (float16, GSM8K)
 
 
 def figures(text: str) -> Counter:
-    """The numbers a piece of a page states (link targets left out), with how often each appears."""
-    return Counter(n.rstrip(",") for n in NUMBER.findall(LINK.sub(r"\1", text)))
+    """The numbers a piece of a page states (link targets, code and names left out), with how often each appears."""
+    text = NAME.sub(" ", CODE.sub(" ", LINK.sub(r"\1", text)))
+    return Counter(n.rstrip(",") for n in NUMBER.findall(text))
 
 
 # ----------------------------------------------------------------------------- stored runs
@@ -447,4 +450,566 @@ CLAIMS: tuple[Claim, ...] = (
 
 
 def claims_of(doc: str) -> list[Claim]:
-    return [c for c in CLAIMS if c.doc == doc]
+    return [c for c in all_claims() if c.doc == doc]
+
+
+# ----------------------------------------------------------------------------- results/README.md: reasoning quality
+
+QUALITY_TABLE = "### Reasoning quality"
+SPEED_TABLE = "### Speed and memory"
+BOOTSTRAP_RESAMPLES = 10_000
+
+
+def bound(value: float, digits: int = 1, zero: str | None = None) -> str:
+    """One end of an interval in points as the page writes it (`zero` where the page writes 0 its own way)."""
+    return zero if zero is not None and abs(value) < 1e-12 else points(value, digits)
+
+
+def paired_interval(differences: list[float], digits: int = 1, zero: str | None = None) -> str:
+    """'+D points [+L, +H]': the mean difference and its 95% paired bootstrap (10,000 resamples, seed 0)."""
+    from seed_tot.observe.paired_stats import paired_bootstrap
+
+    low, high = paired_bootstrap(differences, BOOTSTRAP_RESAMPLES)
+    mean = sum(differences) / len(differences)
+    return f"{points(mean, digits)} points [{bound(low, digits, zero)}, {bound(high, digits, zero)}]"
+
+
+def by_problem(folder: str) -> dict:
+    return {r.problem.id: r for r in tree_run(folder)}
+
+
+def report_order(ids) -> list[str]:
+    """Problem ids in the order `seed-tot report` pairs them (shorter ids first, then by name)."""
+    return sorted(ids, key=lambda pid: (len(pid), pid))
+
+
+def rule_differences(later: str, earlier: str, rule: str = "final", earlier_rule: str | None = None) -> list[float]:
+    a, b = by_problem(later), by_problem(earlier)
+    return [float(a[pid].correct[rule]) - float(b[pid].correct[earlier_rule or rule]) for pid in report_order(set(a) & set(b))]
+
+
+def pool_vote_of(folder: str, k: int, ids: set[str] | None = None, arithmetic_check: bool = True) -> float:
+    found = 0.0
+    for pid, p in pool(folder).items():
+        if ids is not None and pid not in ids:
+            continue
+        answers = [chain_vote(p.task, p.problem, r, i, arithmetic_check) for i, r in enumerate(p.samples, 1)]
+        correct = {a for a in answers if a is not None and p.task.score(p.problem, a) == 1.0}
+        found += vote_by_counts(answers, correct, k)
+    return found
+
+
+def pool_tokens_of(folder: str, k: int, ids: set[str] | None = None) -> float:
+    per = [k * sum(r.stats.new_tokens for r in p.samples) / len(p.samples)
+           for pid, p in pool(folder).items() if ids is None or pid in ids]
+    return sum(per) / len(per)
+
+
+POOL_43_100, POOL_101_160, POOL_161_220 = ("heldout-gsm8k-43-100/cot-pool", "heldout-gsm8k-101-160/cot-pool",
+                                           "heldout-gsm8k-161-220/cot-pool")
+TREE_43_100 = "heldout-gsm8k-43-100/tree-bfs-logits-path"
+
+
+def heldout_43_100_row() -> str:
+    n = len(tree_run(TREE_43_100))
+    sc = [f"{pool_vote(POOL_43_100, k):.2f}/{n} at {tokens(pool_tokens(POOL_43_100, k))}" for k in (8, 16)]
+    own = paired_interval(rule_differences(TREE_43_100, TREE_43_100, "final", "cot_vote"), zero="0")
+    return (gsm8k_43_100().replace(" tokens per problem", " tokens") + " / " + " / ".join(sc)
+            + f"; tree vs its own chains {own.replace(' points [', ' points, 95% paired bootstrap [')}"
+            f"; without the chains the search's own choice {rule_correct(TREE_43_100, 'search')}/{n}, "
+            f"its answer leaves' vote {rule_correct(TREE_43_100, 'tree_vote')}/{n}; greedy chain {rule_correct(TREE_43_100, 'cot')}/{n}")
+
+
+def plain_votes(folder: str, ks: Sequence[int], sep: str = " / ") -> str:
+    return sep.join(f"{pool_vote(folder, k):.2f}" for k in ks)
+
+
+def sc8_without_arithmetic_check() -> str:
+    """The plain vote of 8 on 43-100 with the vote's arithmetic check and without it."""
+    return (f"{pool_vote(POOL_43_100, 8):.2f} with the check, {pool_vote(POOL_43_100, 8, arithmetic_check=False):.2f} "
+            "without it")
+
+
+MCTS_LEARNED = "heldout-gsm8k-43-100/mcts-learned-value"
+
+
+def mcts_learned_row() -> str:
+    reports = tree_run(MCTS_LEARNED)
+    n = len(reports)
+    ids = {r.problem.id for r in reports}
+    tree_tokens = sum(r.tree_tokens + r.sample_tokens for r in reports) / n
+    chain_tokens = sum(r.chain_tokens for r in reports) / n
+    return (f"{rule_correct(MCTS_LEARNED, 'final')}/{n} at {tokens(tree_tokens)} tokens per problem (one vote per path "
+            f"{sum(r.path_vote_correct for r in reports)}/{n}); its chains' vote alone {rule_correct(MCTS_LEARNED, 'cot_vote')}/{n} "
+            f"at {tokens(chain_tokens)}; self-consistency of 8 {pool_vote_of(POOL_43_100, 8, ids):.2f}/{n} at "
+            f"{tokens(pool_tokens_of(POOL_43_100, 8, ids))}")
+
+
+def final_and_cot(folder: str) -> str:
+    n = len(tree_run(folder))
+    return f"{rule_correct(folder, 'final')}/{n} / {rule_correct(folder, 'cot')}/{n}"
+
+
+def gsm8k_31_42() -> str:
+    return f"{final_and_cot('gsm8k-31-42')} (bfloat16); {final_and_cot('gsm8k-31-42-float16')} (float16)"
+
+
+BW_MCTS, BW_BFS = "blocksworld-41-60/mcts-choose", "blocksworld-41-60/choose"
+
+
+def blocksworld_41_60_row() -> str:
+    n = len(tree_run(BW_BFS))
+    mcts_bfs = paired_interval(rule_differences(BW_MCTS, BW_BFS), digits=0)
+    bfs_chains = paired_interval(rule_differences(BW_BFS, BW_BFS, "final", "cot_vote"), digits=0)
+    return (f"{blocksworld_41_60()} / {rule_correct(BW_BFS, 'cot')}/{n}; MCTS vs BFS {mcts_bfs}; "
+            f"BFS vs its chains' vote {bfs_chains.replace(' points', '')}")
+
+
+def blocksworld_21_40_row() -> str:
+    """The two searches by themselves (the tree alone: the search's own choice, no chains)."""
+    mcts, bfs = "blocksworld-21-40/mcts-choose-bfloat16", "blocksworld-21-40/choose-bfloat16"
+    n = len(tree_run(bfs))
+    against = paired_interval(rule_differences(mcts, bfs, "search"), digits=0).replace(" points", "")
+    return f"MCTS {rule_correct(mcts, 'search')}/{n}, BFS {rule_correct(bfs, 'search')}/{n} ({against})"
+
+
+STEP8 = "blocksworld-blind/step8"
+
+
+def step8(name: str) -> tuple[str, str]:
+    return f"{STEP8}/{name}", f"{STEP8}/{name}-11-40"
+
+
+def step8_outcomes(name: str) -> dict:
+    _scripts_on_path()
+    from blocksworld_blind import outcomes
+
+    return outcomes([RESULTS / f for f in step8(name)])
+
+
+def search_seconds(*folders: str) -> float:
+    """Wall seconds of the runs' own clocks (runs.jsonl), summed over the folders."""
+    return sum(json.loads(line)["wall_seconds"] for f in folders
+               for line in (RESULTS / f / "runs.jsonl").read_text().splitlines() if line.strip())
+
+
+def blocksworld_step8_row() -> str:
+    guided = blocksworld_solved(*step8("mcts-choose"))
+    blind = [blocksworld_solved(*step8(name))[0] for name in ("mcts-blind", "mcts-blind-seed1", "mcts-blind-seed2")]
+    thirty, hundred = blocksworld_solved(*step8("mcts-blind-iterations-30")), blocksworld_solved(*step8("mcts-blind-iterations-100"))
+    model, more = step8_outcomes("mcts-choose"), step8_outcomes("mcts-blind-iterations-100")
+    differences = [float(more[i].solved) - float(model[i].solved) for i in sorted(set(model) & set(more))]
+    n = guided[1]
+    return (f"{guided[0]}/{n} against {' / '.join(map(str, blind))} of {n}; {thirty[0]}/{n} / {hundred[0]}/{n} "
+            f"(blind 100 iterations - model-guided: {paired_interval(differences)}); "
+            f"{search_seconds(*step8('mcts-choose')):,.0f} s of search against "
+            f"{search_seconds(*step8('mcts-blind-iterations-100')):,.0f} s")
+
+
+def blind_20_model_side() -> str:
+    six = blocksworld_solved("blocksworld-41-60/mcts-choose", "blocksworld-61-80/mcts-choose")
+    eight = blocksworld_solved(*step8("mcts-choose"))
+    return f"{six[0]}/{six[1]} against", f"{eight[0]}/{eight[1]} against", f"{six[0] + eight[0]}/{six[1] + eight[1]} against"
+
+
+def blind_20_stored() -> str:
+    rows = blind_rows()
+    six, eight, both = rows["optimal plan 6 steps"], rows["optimal plan 8 steps"], rows["all"]
+    low, high = both["ci95"]
+    return (f"against {six['blind_expected']:.2f} / {eight['model_solved']}/{eight['n']} against {eight['blind_expected']:.2f} / "
+            f"{both['model_solved']}/{both['n']} against {both['blind_expected']:.2f}: "
+            f"{points(both['model_minus_blind'])} points [{points(low)}, {points(high)}]")
+
+
+Q = {
+    "43-100": "held-out GSM8K 43-100 (float16; 93-100",
+    "72p-101": "fresh GSM8K test problems 101-160 (greedy + 8 samples each), the learned judge trained on 72",
+    "72p-43": "held-out GSM8K 43-100 with 16 samples each, the 72-problem judge",
+    "216p": "held-out GSM8K 43-100 (greedy + 16 samples) / fresh 101-160 (greedy + 8 samples), the learned judge trained on 216",
+    "266p": "held-out GSM8K 43-100 (greedy + 16 samples) / fresh 101-160 (greedy + 8 samples), the packaged learned judge (266",
+    "escalate": "the second round where the judged vote is unsure",
+    "mcts-judge": "GSM8K MCTS with the learned judge",
+    "branched": "the second round grown as branches",
+    "161-judge": "fresh GSM8K 161-220 (greedy + 8 samples), the packaged 266-problem judge",
+    "curve": "the judge's learning curve",
+    "1-30": "GSM8K problems 1-30",
+    "31-42": "GSM8K problems 31-42",
+    "bw41": "Blocksworld instances 41-60",
+    "bw21": "Blocksworld instances 21-40",
+    "step8": "Blocksworld, the model's share: model-guided MCTS",
+    "blind20": "Blocksworld, the model's share against the blind tree's expectation",
+}
+
+JUDGED = ("the judged vote needs the judge's value of each chain, which is not stored (only the aggregate "
+          "report is; the features are in runs/value-gsm8k-s12 / -s13, which do not ship, and reading them again needs the target)")
+CURVE = "the learning curve refits heads on the training features in runs/value-gsm8k-s12, which do not ship"
+BRANCHED = "the branches were decoded by the target; the judge's values of the chains are not stored"
+
+def judged(row: str, *texts: str, files: tuple[str, ...]) -> list[Claim]:
+    return [Claim(RESULTS_README, row, text, not_derivable=JUDGED, files=files) for text in texts]
+
+
+JUDGE_72_101 = ("heldout-gsm8k-101-160/judge_report_72_problems.json",)
+JUDGE_72_43 = ("value-gsm8k/heldout_report_72_problems_16_samples_bf16_readings.json",)
+JUDGE_216 = ("value-gsm8k/heldout_43_100_report_216_problems_16_samples.json", "value-gsm8k/heldout_101_160_report_216_problems.json")
+JUDGE_266 = ("value-gsm8k/heldout_43_100_report_266_problems_16_samples.json", "value-gsm8k/heldout_101_160_report_266_problems.json")
+
+QUALITY_CLAIMS: tuple[Claim, ...] = (
+    Claim(RESULTS_README, Q["43-100"], "42/58 at 1,338 tokens / 40/58 at 2,555 / 41.74/58 at 2,139 / 41.50/58 at 4,278; "
+          "tree vs its own chains -3.4 points, 95% paired bootstrap [-8.6, 0]; without the chains the search's own choice "
+          "22/58, its answer leaves' vote 23/58; greedy chain 35/58", heldout_43_100_row, (TREE_43_100, POOL_43_100)),
+    Claim(RESULTS_README, Q["72p-101"], "37.80/60 / 41.75/60", lambda: f"{pool_vote(POOL_101_160, 4):.2f}/60 / "
+          f"{pool_vote(POOL_101_160, 8):.2f}/60", (POOL_101_160,)),
+    *judged(Q["72p-101"], "40.53/60", "weighted - plain at 4: +4.5 points [+1.7, +7.6]", "0.738", files=JUDGE_72_101),
+    *(Claim(RESULTS_README, Q["72p-43"], f"/ {v}", (lambda k=k: f"/ {pool_vote(POOL_43_100, k):.2f}"), (POOL_43_100,))
+      for k, v in ((4, "39.52"), (8, "41.74"), (16, "41.50"))),
+    Claim(RESULTS_README, Q["72p-43"], "(of 58)", lambda: f"(of {len(pool(POOL_43_100))})", (POOL_43_100,)),
+    *judged(Q["72p-43"], "41.01", "42.73", "43.00", "weighted - plain at 16: +2.6 points [+0.0, +6.0]", "0.775",
+            files=JUDGE_72_43),
+    Claim(RESULTS_README, Q["216p"], "/ 39.52 / 41.74 of 58", lambda: f"/ {plain_votes(POOL_43_100, (4, 8))} of 58", (POOL_43_100,)),
+    Claim(RESULTS_README, Q["216p"], "/ 37.80 / 41.75 of 60", lambda: f"/ {plain_votes(POOL_101_160, (4, 8))} of 60", (POOL_101_160,)),
+    *judged(Q["216p"], "0.8225 / 0.827", "41.25", "41.31", "+2.8 points [+0.6, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_216),
+    Claim(RESULTS_README, Q["266p"], "/ 39.52 / 41.74 of 58", lambda: f"/ {plain_votes(POOL_43_100, (4, 8))} of 58", (POOL_43_100,)),
+    Claim(RESULTS_README, Q["266p"], "/ 37.80 / 41.75 of 60", lambda: f"/ {plain_votes(POOL_101_160, (4, 8))} of 60", (POOL_101_160,)),
+    *judged(Q["266p"], "0.8415 / 0.8345", "41.45", "41.31", "+2.9 points [+0.8, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_266),
+    Claim(RESULTS_README, Q["escalate"], "against 42.75 at 2,321",
+          lambda: f"against {pool_vote(POOL_161_220, 8):.2f} at {tokens(pool_tokens(POOL_161_220, 8))}", (POOL_161_220,)),
+    *judged(Q["escalate"], "45.93/58 at 1,791 tokens (+7.2 points [+2.3, +12.9]) / 43.87/60 at 1,949 (+3.5 [+0.3, +8.0]) / "
+            "45.79/60 at 1,986", "(+5.1 [+0.6, +10.8]); the one-round judged vote on 161-220 46.00/60",
+            files=("value-gsm8k/escalation_266_problems.json", ESCALATION_161_220)),
+    Claim(RESULTS_README, Q["mcts-judge"], "4/10 at 10,379 tokens per problem (one vote per path 6/10); its chains' vote "
+          "alone 7/10 at 1,497; self-consistency of 8 6.61/10 at 2,362", mcts_learned_row, (MCTS_LEARNED, POOL_43_100)),
+    Claim(RESULTS_README, Q["branched"], "129/178 at 1,652 tokens against 135/178 at 1,885 (-3.4 points [-7.9, +1.1]); "
+          "one round 131/178 at 1,408", not_derivable=BRANCHED, files=("value-gsm8k/branched_escalation.json",)),
+    *judged(Q["161-judge"], "0.768; +3.8 points [-0.4, +9.2]", files=("value-gsm8k/heldout_161_220_report_266_problems.json",)),
+    Claim(RESULTS_README, Q["curve"], "0.793 / 0.817 / 0.822 (43-100), 0.796 / 0.816 / 0.827 (101-160)",
+          not_derivable=CURVE, files=("value-gsm8k/learning_curve_216_problems.json",)),
+    Claim(RESULTS_README, Q["1-30"], "14/30 / 17/30", lambda: final_and_cot("quality-gsm8k"), ("quality-gsm8k",)),
+    Claim(RESULTS_README, Q["31-42"], "9/12 / 8/12 (bfloat16); 9/12 / 7/12 (float16)", gsm8k_31_42,
+          ("gsm8k-31-42", "gsm8k-31-42-float16")),
+    Claim(RESULTS_README, Q["bw41"], "14/20 / 7/20 / 1/20 / 1/20; MCTS vs BFS +35 points [+15, +55]; BFS vs its chains' "
+          "vote +30 [+10, +50]", blocksworld_41_60_row, (BW_MCTS, BW_BFS)),
+    Claim(RESULTS_README, Q["bw21"], "MCTS 15/20, BFS 4/20 (+55 [+35, +75])", blocksworld_21_40_row,
+          ("blocksworld-21-40/mcts-choose-bfloat16", "blocksworld-21-40/choose-bfloat16")),
+    Claim(RESULTS_README, Q["step8"], "16/40 against 11 / 12 / 16 of 40; 19/40 / 27/40 (blind 100 iterations - "
+          "model-guided: +27.5 points [+10.0, +45.0]); 2,143 s of search against 15 s", blocksworld_step8_row, (STEP8,)),
+    Claim(RESULTS_README, Q["blind20"], "27/40 against", lambda: blind_20_model_side()[0],
+          ("blocksworld-41-60/mcts-choose", "blocksworld-61-80/mcts-choose")),
+    Claim(RESULTS_README, Q["blind20"], "against 23.95 / 16/40 against 11.85 / 43/80 against 35.80: +9.0 points [+0.2, +17.8]",
+          not_derivable=BLIND_SEEDS + " (its model-guided counts re-derive: 27/40 here, 16/40 in the step-8 row)",
+          files=(BLIND_20,), stored=blind_20_stored),
+)
+
+
+# The tables each page states its figures in: (heading, index of the result cell).
+TABLES = {README: (("## What it achieves", -1),), RESULTS_README: ((QUALITY_TABLE, 1), (SPEED_TABLE, 1))}
+
+
+def all_claims() -> tuple[Claim, ...]:
+    return CLAIMS + QUALITY_CLAIMS + SPEED_CLAIMS
+
+
+# ----------------------------------------------------------------------------- results/README.md: speed and memory
+
+
+def gib(mib: float, digits: int = 1) -> str:
+    return f"{mib / 1024:.{digits}f}"
+
+
+def expansion_row() -> str:
+    folder = "bench_executors_all_methods"
+    cells = stored_json(f"{folder}/bench_executors.json")["measurements"]
+    n = {c["n"] for c in cells if c["label"] == "seed"}
+    (threads,) = n
+
+    def pair(method: str) -> str:
+        return " / ".join(ratio(executor_speedup(folder, method, "thought", t)) for t in (0.2, 1.0))
+
+    return (f"`batched-lookup` {pair('batched-lookup-k2')} serial AR; batched AR {pair('batched')}; "
+            f"SEED ({threads} draft processes) {pair('seed')}")
+
+
+def scaling_row() -> str:
+    rows = stored_json("bench_executors_scaling/bench_executors.json")["scaling"]
+    rate = {(r["method"], r["n"]): r["new_tokens"] / r["seconds"] for r in rows}
+    widest = max(n for _, n in rate)
+    batched = rate[("batched", widest)] / rate[("ar", widest)]
+    seed = [rate[(m, n)] / rate[("ar", n)] for m, n in rate if m.startswith("seed") and n >= 2]
+    return (f"batched AR grows to {ratio(batched)} serial AR at n = {widest}; SEED stays at "
+            f"{min(seed):.1f}-{ratio(max(seed), 1)} (n = 2..{widest})")
+
+
+C12 = "bench_concurrency_12_problems"
+
+
+def concurrency_row() -> str:
+    first, rerun, c8 = (f"{C12}/{name}/summary.json" for name in ("float16-c1-4-8-16", "float16-c1-16-rerun", "float16-c1-8"))
+    wide = [concurrency_speedup(first, 16), concurrency_speedup(rerun, 16)]
+    eight = sorted([concurrency_speedup(first, 8), concurrency_speedup(c8, 8)])
+    peaks = sorted(r["peak_rss_mib"] for f in (first, rerun) for r in stored_json(f)["runs"] if r["concurrency"] == 16)
+    return (f"{ratio(wide[0])} and {ratio(wide[1])} tokens/s (two invocations), peak RSS {gib(peaks[0])}-{gib(peaks[-1])} GiB; "
+            f"C = 8: {eight[0]:.2f}-{ratio(eight[1])}")
+
+
+def runs_of(path: str) -> list[dict]:
+    return stored_json(path)["runs"]
+
+
+def rounds_row() -> str:
+    runs = {(r["concurrency"], r["batching"]): r for r in runs_of("bench_concurrency_rounds_vs_continuous/summary.json")}
+    return f"{ratio(runs[(4, 'continuous')]['tokens_per_second'] / runs[(4, 'rounds')]['tokens_per_second'])} tokens/s"
+
+
+def dtype_row() -> str:
+    c8 = {r["dtype"]: r for r in runs_of("bench_c8_prefill_sampling_dtype/float16-vs-bfloat16/summary.json")
+          if r["concurrency"] == 8}
+    packing = {(r["concurrency"], r["packed_linear_layers"] > 0): r["tokens_per_second"]
+               for r in runs_of("bench_packing/summary.json") if r["dtype"] == "bfloat16"}
+    packed = [ratio(packing[(c, True)] / packing[(c, False)]) for c in (1, 4)]
+    return (f"{ratio(c8['float16']['tokens_per_second'] / c8['bfloat16']['tokens_per_second'])}; "
+            f"{packed[0]} at C = 1, {packed[1]} at C = 4")
+
+
+def draft_dtype_row() -> str:
+    """Serial SD and SEED with the bfloat16 draft ('auto') against a float16 one, from the stored log."""
+    rates, current = {}, None
+    for line in (RESULTS / "bench_draft_dtype/log.txt").read_text().splitlines():
+        if line.startswith("=== "):
+            current = tuple(line[4:].split(" draft "))
+        elif line.startswith("this run:") and current:
+            rates[current] = float(re.search(r"([\d.]+) tokens/s", line).group(1))
+    return (f"serial SD {ratio(rates[('sd', 'auto')] / rates[('sd', 'float16')])} tokens/s; "
+            f"SEED {ratio(rates[('seed', 'auto')] / rates[('seed', 'float16')])}")
+
+
+def prefill_row() -> str:
+    totals = stored_json("bench_prefill_cache.json")["totals"]
+    return f"{ratio(totals['none']['seconds'] / totals['cache']['seconds'])} faster than no sharing"
+
+
+def decoding_row() -> str:
+    results = stored_json("bench_decoding/bench_decoding.json")["results"]
+
+    def against_ar(method: str, temperature: str) -> float:
+        summary = results[temperature]["summary"]
+        return summary[method]["tokens_per_second"] / summary["ar"]["tokens_per_second"]
+
+    sd = {round(against_ar("sd:1,1", t), 2) for t in results}
+    mcsd = sorted(against_ar("mcsd:2,2,1", t) for t in results)
+    (sd,) = sd
+    return f"{ratio(sd)} / {mcsd[0]:.2f}-{ratio(mcsd[-1])} our AR"
+
+
+def inner_rate(method_prefix: str) -> float:
+    rows = [r for r in stored_json("bench_inner/bench_inner.json")["inner"] if r["method"].startswith(method_prefix)]
+    return sum(r["new_tokens"] for r in rows) / sum(r["wall_seconds"] for r in rows)
+
+
+def inner_row() -> str:
+    ar = inner_rate("AR")
+    return f"lookahead {ratio(inner_rate('lookahead') / ar)} AR, Jacobi {ratio(inner_rate('Jacobi') / ar)}"
+
+
+def fastcot_row() -> str:
+    found = stored_json("bench_inner/bench_inner.json")["fastcot"]
+    faster = [found["ar"]["mean_wall_seconds"] / cap["mean_wall_seconds"] for cap in found["fastcot"].values()]
+    accuracy = [cap["accuracy"] for cap in found["fastcot"].values()]
+    return (f"{min(faster):.0f}-{max(faster):.0f}x faster, but accuracy falls from {found['ar']['accuracy']:.0%} to "
+            f"{min(accuracy):.0%}-{max(accuracy):.0%}").replace("0%-", "0-")
+
+
+def half_up(value: float, digits: int = 1) -> str:
+    """A stored figure rounded as a reader rounds its printed digits (half up)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    return str(Decimal(str(value)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def tokens_per_s(folder: str, system: str) -> str:
+    """A system's stored tokens/s, to one decimal."""
+    return half_up(peers(folder)[system]["tokens_per_s"])
+
+
+def peak_mib(folder: str, system: str) -> str:
+    return f"{peers(folder)[system]['peak_rss_mib']:,.0f} MiB"
+
+
+P301, P301_BF16 = "engines/peers-gsm8k-301-304", "engines/peers-gsm8k-301-304-bf16"
+P_PACKED, P_MAPPED = "engines/peers-gsm8k-301-304-bf16-packed-load", "engines/peers-gsm8k-301-304-mapped-embeddings"
+P_INT8, P_INT8_20 = "engines/peers-gsm8k-301-304-int8", "engines/peers-gsm8k-321-340-int8"
+P_C16 = ("engines/peers-gsm8k-321-330-c16", "engines/peers-gsm8k-331-340-c16")
+
+
+def correct_each(folder: str, systems: str) -> str:
+    rows = peers(folder)
+    found = {f"{rows[s]['correct']}/{rows[s]['problems']}" for s in systems}
+    return f"{found.pop()} each" if len(found) == 1 else " / ".join(f"{rows[s]['correct']}/{rows[s]['problems']}" for s in systems)
+
+
+def engines_row() -> str:
+    rows = peers(P301)
+    same = "the same answers" if same_answers(P301, "c", "a") and same_answers(P301, "b", "a") else "other answers"
+    return (f"`--method llama-cpp` {tokens_per_s(P301, 'c')} tokens/s, a tuned llama.cpp server {tokens_per_s(P301, 'b')}, "
+            f"the in-process default {tokens_per_s(P301, 'a')}: llama.cpp {peer_ratio(P301, 'tokens_per_s', 'c', 'a'):.1f}x the "
+            f"in-process tokens/s here, {same} ({correct_each(P301, 'cba')}); peak RSS "
+            + " / ".join(gib(rows[s]["peak_rss_mib"]) for s in "cba") + " GiB")
+
+
+def engines_bf16_row() -> str:
+    rows = peers(P301_BF16)
+    same = "the same answers" if same_answers(P301_BF16, "a", "b") and same_answers(P301_BF16, "c", "b") else "other answers"
+    return (f"the in-process default {tokens_per_s(P301_BF16, 'a')} tokens/s, a tuned llama.cpp server "
+            f"{tokens_per_s(P301_BF16, 'b')}, `--method llama-cpp` {tokens_per_s(P301_BF16, 'c')}, `generate()` "
+            f"{tokens_per_s(P301_BF16, 'd')}: the default {ratio(peer_ratio(P301_BF16, 'tokens_per_s', 'a', 'b'))} llama.cpp's "
+            f"tokens/s at {ratio(peer_ratio(P301_BF16, 'peak_rss_mib', 'a', 'b'), 1)} its peak RSS "
+            f"({gib(rows['a']['peak_rss_mib'])} against {gib(rows['b']['peak_rss_mib'])} GiB), {same}")
+
+
+def packed_load_row() -> str:
+    return (f"the in-process default {tokens_per_s(P_PACKED, 'a')} tokens/s at {peak_mib(P_PACKED, 'a')} peak (was "
+            f"{peers(P301_BF16)['a']['peak_rss_mib']:,.0f}), a tuned llama.cpp server {tokens_per_s(P_PACKED, 'b')} at "
+            f"{peak_mib(P_PACKED, 'b')}: {ratio(peer_ratio(P_PACKED, 'tokens_per_s', 'a', 'b'))} its tokens/s at "
+            f"{ratio(peer_ratio(P_PACKED, 'peak_rss_mib', 'a', 'b'))} its memory")
+
+
+def profile_row() -> str:
+    share = {r["part"]: r["share_of_decode_steps"] for r in stored_json("engines/profile-default-bf16/split.json")["rows"]}
+    parts = (("linear layers", "linear layers"), ("attention", "attention"),
+             ("rest of the model forward", "the rest of the forward"),
+             ("step outside the model (drafts, sampling, verify, Python)", "outside the model"))
+    return ", ".join(f"{name} {share[part]:.0%}" for part, name in parts)
+
+
+def mapped_row() -> str:
+    return (f"the in-process default {tokens_per_s(P_MAPPED, 'a')} tokens/s at {peak_mib(P_MAPPED, 'a')} peak, a tuned "
+            f"llama.cpp server {tokens_per_s(P_MAPPED, 'b')} at {peak_mib(P_MAPPED, 'b')}: "
+            f"{ratio(peer_ratio(P_MAPPED, 'tokens_per_s', 'a', 'b'))} its tokens/s at "
+            f"{ratio(peer_ratio(P_MAPPED, 'peak_rss_mib', 'a', 'b'))} its memory")
+
+
+def int8_row() -> str:
+    fidelity = stored_json("engines/int8-fidelity/fidelity.json")
+    right = {s: sum(peers(f)[s]["correct"] for f in (P_INT8, P_INT8_20)) for s in "ea"}
+    n = sum(peers(f)["e"]["problems"] for f in (P_INT8, P_INT8_20))
+    return (f"teacher-forced agreement with the bfloat16 target's choices {fidelity['int8']['agreement']:.2%} "
+            f"(float32: {fidelity['float32']['agreement']:.2%}); 4 problems at once: {tokens_per_s(P_INT8, 'e')} tokens/s at "
+            f"{peak_mib(P_INT8, 'e')} (default {tokens_per_s(P_INT8, 'a')} at {peers(P_INT8)['a']['peak_rss_mib']:,.0f}, "
+            f"llama.cpp {tokens_per_s(P_INT8, 'b')} at {peers(P_INT8)['b']['peak_rss_mib']:,.0f}: int8 "
+            f"{ratio(peer_ratio(P_INT8, 'tokens_per_s', 'e', 'b'))} llama.cpp's tokens/s); 20 problems at 16: "
+            f"{tokens_per_s(P_INT8_20, 'e')} against {tokens_per_s(P_INT8_20, 'a')} tokens/s, "
+            f"{peers(P_INT8_20)['e']['peak_rss_mib']:,.0f} against {peak_mib(P_INT8_20, 'a')}; "
+            f"{right['e']}/{n} against {right['a']}/{n} right")
+
+
+def c16_row() -> str:
+    first, second = P_C16
+
+    def side(folder: str, system: str) -> str:
+        row = peers(folder)[system]
+        return f"{row['tokens_per_s']:.1f} at {row['peak_rss_mib']:,.0f} MiB, {row['correct']}/{row['problems']}"
+
+    def against(folder: str) -> str:
+        return (f"{ratio(peer_ratio(folder, 'tokens_per_s', 'a', 'b'))} at "
+                f"{ratio(peer_ratio(folder, 'peak_rss_mib', 'a', 'b'))}")
+
+    return (f"321-330: the in-process default {side(first, 'a').replace(' at', ' tokens/s at', 1)}; llama.cpp "
+            f"{side(first, 'b')} ({against(first)}); 331-340: {side(second, 'a')} against {side(second, 'b')} "
+            f"({against(second)}); `--int8` on 321-330: {side(first, 'e')}")
+
+
+FIRST = "engines/first_command"
+
+
+def time_v(path: str) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of a `/usr/bin/time -v` log."""
+    text = (RESULTS / path).read_text()
+    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1).split(":")
+    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock)))
+    return seconds, int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 1024
+
+
+def first_command_row() -> str:
+    times = dict(zip(*[iter((RESULTS / FIRST / "times.txt").read_text().split()[:6])] * 2))
+    sc_seconds, _ = time_v(f"{FIRST}/self_consistency_vs_tree/sc.log")
+    bfs_seconds, _ = time_v(f"{FIRST}/self_consistency_vs_tree/bfs.log")
+    (run,) = [json.loads(line) for line in (RESULTS / FIRST / "self_consistency_vs_tree/sc-run/runs.jsonl").read_text().splitlines()]
+    return (f"on a fresh clone: install {float(times['install']):.0f} s, pulling both models {float(times['pull']):.0f} s",
+            f"in {sc_seconds:.0f} s ({run['new_tokens']:,} tokens, {gib(run['peak_rss_mib'], 2)} GiB peak) against "
+            f"{bfs_seconds:.0f} s with `--search bfs`")
+
+
+def same_tokens_both_ways(path: str) -> bool:
+    """Whether the API and the CLI generated the same new tokens at every concurrency of a bench_api file."""
+    by_level: dict[int, set[int]] = {}
+    for row in stored_json(path)["rows"]:
+        by_level.setdefault(row["concurrency"], set()).add(row["new_tokens"])
+    return all(len(found) == 1 for found in by_level.values())
+
+
+def api_row() -> tuple[str, str]:
+    same = all(same_tokens_both_ways(f"bench_api/bench_api_bf16_{name}.json") for name in ("c1", "c4_c16"))
+    levels = [("bench_api/bench_api_bf16_c1.json", 1), ("bench_api/bench_api_bf16_c4_c16.json", 4),
+              ("bench_api/bench_api_bf16_c4_c16.json", 16)]
+    changes = [api_time_change(path, c) for path, c in levels]
+    older = [api_time_change(path.replace("bf16", "same_trees"), c) for path, c in levels]
+    return (f"the API's extra time: {changes[0]} at 1 request at a time, {changes[1]} at 4, {changes[2]} at 16; "
+            f"the same tokens" if same else "other tokens"), " / ".join(older)
+
+
+NO_CPU = ("the stored run records cores and the kernel, not the CPU model or its flags, so the machine this "
+          "figure was measured on cannot be read from it")
+
+S = {n: f"{n}. " for n in ("1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "11b", "11c", "11d", "11e", "11f",
+                            "12", "13", "14")}
+
+SPEED_CLAIMS: tuple[Claim, ...] = (
+    Claim(RESULTS_README, S["1"], "`batched-lookup` 4.66x / 2.90x serial AR; batched AR 3.58x / 3.70x; SEED (3 draft "
+          "processes) 1.78x / 1.68x", expansion_row, ("bench_executors_all_methods/bench_executors.json",)),
+    Claim(RESULTS_README, S["2"], "batched AR grows to 5.28x serial AR at n = 6; SEED stays at 1.2-1.9x (n = 2..6)",
+          scaling_row, ("bench_executors_scaling/bench_executors.json",)),
+    Claim(RESULTS_README, S["3"], "2.59x and 2.18x tokens/s (two invocations), peak RSS 8.1-8.2 GiB; C = 8: 1.91-2.05x",
+          concurrency_row, (f"{C12}/float16-c1-4-8-16/summary.json", f"{C12}/float16-c1-16-rerun/summary.json",
+                            f"{C12}/float16-c1-8/summary.json")),
+    Claim(RESULTS_README, S["4"], "1.14x tokens/s", rounds_row, ("bench_concurrency_rounds_vs_continuous/summary.json",)),
+    Claim(RESULTS_README, S["5"], "1.34x; 1.18x at C = 1, 1.11x at C = 4", dtype_row,
+          ("bench_c8_prefill_sampling_dtype/float16-vs-bfloat16/summary.json", "bench_packing/summary.json")),
+    Claim(RESULTS_README, S["6"], "serial SD 1.09x tokens/s; SEED 0.99x", draft_dtype_row, ("bench_draft_dtype/log.txt",)),
+    Claim(RESULTS_README, S["7"], "4.66x faster than no sharing", prefill_row, ("bench_prefill_cache.json",)),
+    Claim(RESULTS_README, S["8"], "1.48x / 1.30-1.39x our AR", decoding_row, ("bench_decoding/bench_decoding.json",)),
+    Claim(RESULTS_README, S["9"], "lookahead 1.43x AR, Jacobi 1.20x", inner_row, ("bench_inner/bench_inner.json",)),
+    Claim(RESULTS_README, S["10"], "3-13x faster, but accuracy falls from 18% to 0-4%", fastcot_row,
+          ("bench_inner/bench_inner.json",)),
+    Claim(RESULTS_README, S["11"], "`--method llama-cpp` 18.7 tokens/s, a tuned llama.cpp server 15.1, the in-process "
+          "default 7.1: llama.cpp 2.6x the in-process tokens/s here, the same answers (2/4 each); peak RSS 4.5 / 2.8 / 7.0 GiB",
+          engines_row, (f"{P301}/summary.json",)),
+    Claim(RESULTS_README, S["11b"], "the in-process default 48.4 tokens/s, a tuned llama.cpp server 27.8, `--method "
+          "llama-cpp` 27.2, `generate()` 6.4: the default 1.74x llama.cpp's tokens/s at 2.4x its peak RSS (6.7 against "
+          "2.8 GiB), the same answers", engines_bf16_row, (f"{P301_BF16}/summary.json",)),
+    Claim(RESULTS_README, S["11c"], "the in-process default 48.0 tokens/s at 4,306 MiB peak (was 6,835), a tuned llama.cpp "
+          "server 26.0 at 2,832 MiB: 1.84x its tokens/s at 1.52x its memory", packed_load_row,
+          (f"{P_PACKED}/summary.json", f"{P301_BF16}/summary.json")),
+    Claim(RESULTS_README, S["11c"], "linear layers 63%, attention 17%, the rest of the forward 11%, outside the model 9%",
+          profile_row, ("engines/profile-default-bf16/split.json",)),
+    Claim(RESULTS_README, S["11d"], "the in-process default 51.3 tokens/s at 3,881 MiB peak, a tuned llama.cpp server 24.4 "
+          "at 2,831 MiB: 2.11x its tokens/s at 1.37x its memory", mapped_row, (f"{P_MAPPED}/summary.json",)),
+    Claim(RESULTS_README, S["11e"], "teacher-forced agreement with the bfloat16 target's choices 98.99% (float32: 99.72%); "
+          "4 problems at once: 85.4 tokens/s at 2,781 MiB (default 67.6 at 3,908, llama.cpp 33.0 at 2,837: int8 2.58x "
+          "llama.cpp's tokens/s); 20 problems at 16: 122.6 against 104.6 tokens/s, 4,459 against 5,620 MiB; 15/24 against "
+          "17/24 right", int8_row, ("engines/int8-fidelity/fidelity.json", f"{P_INT8}/summary.json", f"{P_INT8_20}/summary.json")),
+    Claim(RESULTS_README, S["11f"], "321-330: the in-process default 109.2 tokens/s at 4,841 MiB, 8/10; llama.cpp 34.0 at "
+          "3,538 MiB, 6/10 (3.21x at 1.37x); 331-340: 92.3 at 4,657 MiB, 8/10 against 33.0 at 3,539 MiB, 9/10 (2.80x at "
+          "1.32x); `--int8` on 321-330: 112.0 at 3,385 MiB, 7/10", c16_row, tuple(f"{f}/summary.json" for f in P_C16)),
+    Claim(RESULTS_README, S["12"], "on a fresh clone: install 89 s, pulling both models 107 s",
+          lambda: first_command_row()[0], (f"{FIRST}/times.txt",)),
+    Claim(RESULTS_README, S["12"], "in 96 s (1,322 tokens, 7.14 GiB peak) against 166 s with `--search bfs`",
+          lambda: first_command_row()[1], (f"{FIRST}/self_consistency_vs_tree",)),
+    Claim(RESULTS_README, S["12"], "native 16-bit arithmetic", not_derivable=NO_CPU, files=(f"{FIRST}/README.md",)),
+    Claim(RESULTS_README, S["13"], "peak 3.9 GiB (transformers' own loader: 9.7-10.3 GiB)",
+          not_derivable="no stored run: scripts/load_memory.py printed it, and docs/memory.md quotes it; results/ holds no output of it"),
+    Claim(RESULTS_README, S["14"], "the API's extra time: +0.0% at 1 request at a time, -2.1% at 4, -2.2% at 16; the same tokens",
+          lambda: api_row()[0], ("bench_api/bench_api_bf16_c1.json", "bench_api/bench_api_bf16_c4_c16.json")),
+    Claim(RESULTS_README, S["14"], "and answers at every level", not_derivable="every answer stored on both sides is null "
+          "(each chain hit the 64-token cap before it answered), so no answer is compared", files=("bench_api/bench_api_bf16_c4_c16.json",)),
+    Claim(RESULTS_README, S["14"], "+12.4% / -3.0% / -0.6%", lambda: api_row()[1],
+          ("bench_api/bench_api_same_trees_c1.json", "bench_api/bench_api_same_trees_c4_c16.json")),
+)
