@@ -524,12 +524,6 @@ def plain_votes(folder: str, ks: Sequence[int], sep: str = " / ") -> str:
     return sep.join(f"{pool_vote(folder, k):.2f}" for k in ks)
 
 
-def sc8_without_arithmetic_check() -> str:
-    """The plain vote of 8 on 43-100 with the vote's arithmetic check and without it."""
-    return (f"{pool_vote(POOL_43_100, 8):.2f} with the check, {pool_vote(POOL_43_100, 8, arithmetic_check=False):.2f} "
-            "without it")
-
-
 MCTS_LEARNED = "heldout-gsm8k-43-100/mcts-learned-value"
 
 
@@ -705,8 +699,15 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
 TABLES = {README: (("## What it achieves", -1),), RESULTS_README: ((QUALITY_TABLE, 1), (SPEED_TABLE, 1))}
 
 
+DOCS_CLAIMS: tuple[Claim, ...] = (
+    Claim("docs/quality.md", "The check matters:", "gets 41.74/58 with it and 41.11/58",
+          lambda: f"gets {pool_vote(POOL_43_100, 8):.2f}/58 with it and {pool_vote(POOL_43_100, 8, arithmetic_check=False):.2f}/58",
+          (POOL_43_100,)),
+)
+
+
 def all_claims() -> tuple[Claim, ...]:
-    return CLAIMS + QUALITY_CLAIMS + SPEED_CLAIMS
+    return CLAIMS + QUALITY_CLAIMS + SPEED_CLAIMS + DOCS_CLAIMS
 
 
 # ----------------------------------------------------------------------------- results/README.md: speed and memory

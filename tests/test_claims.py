@@ -19,7 +19,7 @@ LISTED = [c for c in CLAIMS if c.derive is None]
 def rows_of(doc: str) -> dict[str, str]:
     """Each summary-table row of `doc` by its first cell: the whole row, and its result cell."""
     found = {}
-    for heading, result in TABLES[doc]:
+    for heading, result in TABLES.get(doc, ()):
         for first, cells in table_rows(doc, heading).items():
             found[first] = (" | ".join(cells), cells[result])
     return found

@@ -134,8 +134,10 @@ def comparison_report(folders: list[Path], task_of) -> tuple[str, list[Point]]:
     lines = [f"## Compute-matched comparison: {n} problems ({ids[0]} ... {ids[-1]}), paired by problem id", "",
              f"Chains of thought from {source}{pool_dtypes(source)}; {len(chains)} problems hold chains, each tree run holds "
              + ", ".join(f"{len(t.reports)}" for t in trees) + " (only the problems all folders share count).",
-             TOKENS_DEFINITION, "Self-consistency: majority vote over the chains that answer (cut-off chains do "
-             "not vote), ties broken uniformly at random (expected credit), no vote = wrong.", "",
+             TOKENS_DEFINITION, "Self-consistency: majority vote over the chains that answer; a chain cut off at its token "
+             "budget, one whose answer does not parse, and one whose written work the task's check shows wrong "
+             "(GSM8K: its arithmetic recomputed) do not vote; ties broken uniformly at random (expected credit), "
+             "no vote = wrong.", "",
              "| answer | correct | accuracy | tokens / problem |", "|---|---|---|---|"]
     own = own_chains_points(trees, ids)
     table_rows = points + [chains for _, chains in own]
