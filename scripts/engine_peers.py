@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:  # `python scripts/engine_peers.py` from anywhere:
     sys.path.insert(0, str(ROOT))
 
 from seed_tot.observe.peers import cores_available, markdown_table, run_measured, solve_concurrently  # noqa: E402
-from seed_tot.records import portable_command, portable_path, read_stored_text, stored_files  # noqa: E402
+from seed_tot.records import cpu_facts, portable_command, portable_path, read_stored_text, stored_files  # noqa: E402
 
 SYSTEMS = {
     "a": "seed-tot gsm8k (in-process default)",
@@ -359,7 +359,7 @@ def main(data, start, limit, systems, generate_limit, concurrency, threads, out_
     rows = [run_system(system, spec, out_root, Path(__file__).resolve()) for system in chosen]
     summary = {
         "command": command_line, "started_utc": started, "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "cores_available": cores_available(), "cpu_count": os.cpu_count(), "host": os.uname().nodename,
+        "cores_available": cores_available(), "cpu_count": os.cpu_count(), "cpu": cpu_facts(), "host": os.uname().nodename,
         "problems": spec["problem_ids"], "data_file": spec["data_file"], "concurrency": concurrency,
         "rows_in_flight": spec["rows"], "threads": spec["threads"], "tiny": tiny, "chains": spec["chains"],
         "generate_limit": spec["generate_limit"], "systems": rows,
@@ -368,7 +368,8 @@ def main(data, start, limit, systems, generate_limit, concurrency, threads, out_
     notes = [
         f"# Engine peers: GSM8K problems {start}..{start + len(spec['problem_ids']) - 1}", "",
         f"Command: `{command_line}`", "",
-        f"Started {started}, {cores_available()} cores available, {concurrency} problems at once, "
+        f"Started {started}, {cores_available()} cores available ({summary['cpu']['model']}; "
+        f"{' '.join(summary['cpu']['vector_flags']) or 'no vector flags read'}), {concurrency} problems at once, "
         f"{spec['rows']} rows in flight, {spec['chains']['chains']} chains per problem (greedy + sampled, voting).", "",
         markdown_table(rows, len(spec["problem_ids"])),
         "wall: run = from the first request to the last answer (models loaded); process = the whole child process. "

@@ -279,6 +279,26 @@ class RecordLog:
 # ----------------------------------------------------------------------------- machine facts
 
 
+VECTOR_FLAG_PREFIXES = ("avx", "amx", "fma", "f16c", "sse4")  # the flags a CPU's matmul speed depends on
+
+
+def cpu_facts(cpuinfo: str | None = None) -> dict:
+    """Which CPU a measurement ran on: its model name and the vector flags that set its speed
+    (AVX2, AVX-512 BF16, AMX, ...), read from /proc/cpuinfo (`cpuinfo`: its text, for tests)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = sorted(f for f in fields.get("flags", "").split() if f.startswith(VECTOR_FLAG_PREFIXES))
+    return {"model": fields.get("model name") or platform.processor() or platform.machine(), "vector_flags": flags,
+            "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()}
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -311,6 +331,7 @@ def machine_facts() -> dict:
         "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "load_average": load_average(),
         "cpu_count": os.cpu_count(),
+        "cpu": cpu_facts(),
         "threads": torch.get_num_threads(),
         "platform": platform.platform(),
         "torch": torch.__version__,

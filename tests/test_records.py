@@ -100,3 +100,14 @@ def test_machine_facts_name_the_load_the_code_and_the_memory():
     assert len(facts["load_average"]) == 3 and facts["cpu_count"] >= 1
     assert facts["peak_rss_mib"] == pytest.approx(peak_rss_mib(), abs=50) and facts["peak_rss_mib"] > 10
     assert child_peak_rss_mib(os.getpid()) == pytest.approx(peak_rss_mib(), abs=50)
+    assert facts["cpu"]["model"] and facts["cpu"]["cores_available"] >= 1  # which machine the figures were measured on
+
+
+def test_cpu_facts_name_the_model_and_the_vector_flags_that_set_the_speed():
+    from seed_tot.records import cpu_facts
+
+    cpuinfo = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
+               "flags\t\t: fpu sse4_2 avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile ht\nprocessor\t: 1\n")
+    facts = cpu_facts(cpuinfo)
+    assert facts["model"] == "Intel(R) Xeon(R) Platinum 8480+"
+    assert facts["vector_flags"] == ["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512f", "fma", "sse4_2"]

@@ -118,7 +118,7 @@ def print_run_totals(
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare), with
     the draft worker processes' peaks where the method has them; appended to OUT/runs.jsonl."""
-    from seed_tot.records import peak_rss_mib
+    from seed_tot.records import cpu_facts, peak_rss_mib
 
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
     tokens = sum(r.new_tokens for r in records)
@@ -127,7 +127,7 @@ def print_run_totals(
         "method": config.method, "method_options": list(config.method_options), "dtype": dtype,
         "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 1),
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
-        "peak_rss_mib": round(peak_rss_mib()),
+        "peak_rss_mib": round(peak_rss_mib()), "cpu": cpu_facts(),  # the machine the speed was measured on
         **({"peak_rss_workers_mib": worker_peaks_mib} if worker_peaks_mib else {}),
         **({"memory": memory} if memory else {}),
         **({"data_file": data_file} if data_file else {}),
