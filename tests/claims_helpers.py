@@ -634,8 +634,8 @@ Q = {
     "blind20": "Blocksworld, the model's share against the blind tree's expectation",
 }
 
-JUDGED = ("the judged vote needs the judge's value of each chain, which is not stored (only the aggregate "
-          "report is; the features are in runs/value-gsm8k-s12 / -s13, which do not ship, and reading them again needs the target)")
+JUDGED = ("the judge's value of each chain and step is not stored, only the aggregate report is (the features "
+          "are in runs/value-gsm8k-s12 / -s13, which do not ship, and reading them again needs the target)")
 CURVE = "the learning curve refits heads on the training features in runs/value-gsm8k-s12, which do not ship"
 BRANCHED = "the branches were decoded by the target; the judge's values of the chains are not stored"
 
@@ -699,7 +699,29 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
 TABLES = {README: (("## What it achieves", -1),), RESULTS_README: ((QUALITY_TABLE, 1), (SPEED_TABLE, 1))}
 
 
+JUDGE_266_REPORTS = tuple(f"value-gsm8k/{name}.json" for name in (
+    "heldout_43_100_report_266_problems_16_samples", "heldout_101_160_report_266_problems", "heldout_161_220_report_266_problems"))
+
+
+def judge_aurocs(field: str) -> list[float]:
+    return [stored_json(path)["heldout"][field] for path in JUDGE_266_REPORTS]
+
+
+def chain_aurocs() -> str:
+    first, second, third = judge_aurocs("chain_auroc_within")
+    return f"chain AUROC within a problem {first:.2f}, {second:.2f} and {third:.2f}"
+
+
+def step_aurocs() -> str:
+    found = judge_aurocs("step_auroc_within")
+    return f"partial steps at {min(found):.2f}-{max(found):.2f}"
+
+
 DOCS_CLAIMS: tuple[Claim, ...] = (
+    Claim(README, "What it does not do well yet", "chain AUROC within a problem 0.84, 0.83 and 0.77",
+          not_derivable=JUDGED, files=JUDGE_266_REPORTS, stored=chain_aurocs),
+    Claim(README, "What it does not do well yet", "partial steps at 0.60-0.67", not_derivable=JUDGED,
+          files=JUDGE_266_REPORTS, stored=step_aurocs),
     Claim("docs/quality.md", "The check matters:", "gets 41.74/58 with it and 41.11/58",
           lambda: f"gets {pool_vote(POOL_43_100, 8):.2f}/58 with it and {pool_vote(POOL_43_100, 8, arithmetic_check=False):.2f}/58",
           (POOL_43_100,)),
