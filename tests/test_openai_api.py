@@ -502,6 +502,7 @@ def test_a_task_judged_by_default_gets_the_judge_without_a_server_value_mode(tmp
     (["--value-model", "head.safetensors"], "--value-model applies to --value-mode learned"),
     (["--search", "bfs"], "each model id names its search"),
     (["--concurrency", "0"], "--concurrency must be at least 1"),
+    (["--max-request-tokens", "0"], "--max-request-tokens must be at least 1"),
 ])
 def test_bad_server_options_end_in_one_sentence(tmp_path, args, needle):
     from click.testing import CliRunner

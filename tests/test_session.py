@@ -120,6 +120,19 @@ def test_run_ends_early_for_a_cancelled_request(tiny_pair):
     assert kept.token_ids == executor.run([short])[0].token_ids
 
 
+def test_a_serial_executor_skips_the_cancelled_requests_of_a_batch(tiny_pair):
+    from seed_tot.scheduling.serial import ar_executor
+
+    _, target = tiny_pair
+    flag = Cancel()
+    flag.set()
+    executor = ar_executor(target)
+    kept = GenerationRequest(target.tokenizer.encode("Hi"), DecodeConfig(max_new_tokens=4), seed=2)
+    cut, done = executor.run([GenerationRequest(kept.prompt_ids, DecodeConfig(max_new_tokens=400), cancel=flag), kept])
+    assert (cut.finish_reason, cut.token_ids) == ("cancelled", [])
+    assert done.token_ids == executor.run([kept])[0].token_ids
+
+
 def test_a_cancel_flag_travels_to_another_process_unset():
     import copy
     import pickle

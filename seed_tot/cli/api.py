@@ -88,4 +88,8 @@ def api(host: str, port: int, api_key: str | None, concurrency: int | None, max_
     service = ApiService(config, out_dir, max_queue=max_queue, own_thread=False, max_request_tokens=max_request_tokens)
     click.echo(f"seed-tot api on http://{host}:{port}/v1 ({service.config.method}, concurrency "
                f"{service.config.concurrency}); models: {', '.join(service.catalog)}", err=True)
+    over = service.over_budget_defaults()
+    if over:
+        click.echo(f"warning: --max-request-tokens {max_request_tokens} is below what these models' defaults may "
+                   f"generate, so their requests must ask for less: {', '.join(over)}", err=True)
     serve(service, host=host, port=port, api_key=api_key, shutdown_timeout=shutdown_timeout)

@@ -14,6 +14,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationRequest, GenerationResult, scoring_refusal
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.scoring import is_scoring, scored_result
+from seed_tot.scheduling.session import cancelled_result
 
 DecodeFn = Callable[[list[int], DecodeConfig, int], DecodeOutput]
 
@@ -36,6 +37,9 @@ class SerialExecutor:
         results = []
         for request in requests:
             started = time.perf_counter()
+            if request.cancel is not None and request.cancel.is_set():  # the rest of a cancelled batch never runs
+                results.append(cancelled_result(request, len(results)))
+                continue
             if is_scoring(request):
                 logits, _ = self.scorer.prefill(request.prompt_ids)
                 results.append(scored_result(request, logits, time.perf_counter() - started))

@@ -21,7 +21,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from seed_tot.errors import SeedTotError
-from seed_tot.cli.api_server.budget import Work, heaviest_setting, over_budget, token_bound, work_of
+from seed_tot.cli.api_server.budget import default_work, heaviest_setting, over_budget, token_bound, work_of
 from seed_tot.cli.api_server.catalog import OptionError, extension_names, request_config
 from seed_tot.cli.api_server.driver import DriverClosed, QueueFull
 from seed_tot.cli.api_server.problems import ProblemError, problem_from_text
@@ -71,7 +71,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
     def _model(model_id: str) -> dict:
         entry = service.catalog[model_id]
         limits = {"max_request_tokens": service.max_request_tokens,
-                  "default_request_tokens": token_bound(_default_work(entry)),
+                  "default_request_tokens": token_bound(default_work(entry)),
                   "n": MAX_N, "max_tokens": MAX_TOKENS,
                   "seed_tot": {name: cap for name, cap in EXTENSION_CAPS.items() if name in extension_names(entry)}}
         return {"id": model_id, "object": "model", "created": 0, "owned_by": "seed-tot",
@@ -133,6 +133,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
         except (json.JSONDecodeError, UnicodeDecodeError):
             raise ApiError(400, "The request body is not valid JSON.") from None
         req = parse(body)
+        _check_room(service, req.n)  # a full queue refuses before anything is built
         entry = service.catalog.get(req.model)
         if entry is None:
             raise ApiError(404, f"The model {req.model!r} does not exist: GET /v1/models lists the ids "
@@ -152,7 +153,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
                                       max_tokens=req.max_tokens, extension=req.extension) for i in range(req.n)]
         except OptionError as exc:
             raise ApiError(400, str(exc), param=exc.param) from None
-        work, default = work_of(configs[0], entry.search_cls.name, req.n, task), _default_work(entry)
+        work, default = work_of(configs[0], entry.search_cls.name, req.n, task), default_work(entry)
         refusal = over_budget(work, default, service.max_request_tokens)
         if refusal is not None:
             raise ApiError(400, refusal, param=heaviest_setting(work, default), code="over_budget")
@@ -171,13 +172,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
                 for i, config in enumerate(configs)]
         for job in jobs:
             job.owner = jobs[0].job_id  # the request's trees share one fair share of the batch
-        try:
-            service.driver.submit(jobs)
-        except DriverClosed as exc:
-            raise ApiError(503, str(exc), type_="server_error", code="shutting_down") from None
-        except QueueFull as exc:
-            raise ApiError(429, str(exc), type_="rate_limit_error", code="queue_full",
-                           headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
+        _check_room(service, len(jobs), submit=jobs)
         reply_id = ("chatcmpl-" if req.kind == "chat" else "cmpl-") + jobs[0].job_id
         created = int(time.time())
         if req.stream:
@@ -269,11 +264,19 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
     return app
 
 
-def _default_work(entry) -> Work:
-    """The work of one tree at the model's defaults."""
-    from seed_tot_tasks import get_task
-
-    return work_of(entry.config, entry.search_cls.name, 1, get_task(entry.task_name))
+def _check_room(service: ApiService, trees: int, submit: list | None = None) -> None:
+    """503 while the server stops, 429 (with Retry-After) when `trees` more would overflow the
+    queue; with `submit`, queue those jobs (all or none)."""
+    try:
+        if submit is None:
+            service.driver.check_room(trees)
+        else:
+            service.driver.submit(submit)
+    except DriverClosed as exc:
+        raise ApiError(503, str(exc), type_="server_error", code="shutting_down") from None
+    except QueueFull as exc:
+        raise ApiError(429, str(exc), type_="rate_limit_error", code="queue_full",
+                       headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
 
 
 def _job_error(value: BaseException) -> ApiError:

@@ -114,3 +114,10 @@ def over_budget(work: Work, default: Work, budget: int) -> str | None:
     return (f"This request may generate up to {bound:,} tokens, over this server's budget of {budget:,} "
             f"per request: lower {heaviest_setting(work, default)} (GET /v1/models gives each model's "
             "budget and caps).")
+
+
+def default_work(entry) -> Work:
+    """The work of one tree at a model id's defaults (`entry`: a catalog ModelEntry)."""
+    from seed_tot_tasks import get_task
+
+    return work_of(entry.config, entry.search_cls.name, 1, get_task(entry.task_name))

@@ -152,13 +152,18 @@ class TreeDriver:
     def submit(self, jobs: list[Job]) -> None:
         """Queue the jobs of one request, all or none."""
         with self._lock:
-            if self._closing:
-                raise DriverClosed("The server is shutting down: send the request again once it is back.")
-            if self.max_queue is not None and self.queued + len(jobs) > self.max_queue:
-                raise QueueFull(f"{self.queued} trees already wait for the {self.concurrency} being grown: "
-                                "send the request again in a moment.")
+            self.check_room(len(jobs))
             for job in jobs:
                 self._incoming.put(job)
+
+    def check_room(self, trees: int) -> None:
+        """Raise DriverClosed or QueueFull when `trees` more could not be queued now (callers ask
+        before building anything, and `submit` asks again)."""
+        if self._closing:
+            raise DriverClosed("The server is shutting down: send the request again once it is back.")
+        if self.max_queue is not None and self.queued + trees > self.max_queue:
+            raise QueueFull(f"{self.queued} trees already wait for the {self.concurrency} being grown: "
+                            "send the request again in a moment.")
 
     def cancel(self, job: Job) -> None:
         """Stop `job`: its rows leave the batch at the next decode step, its result (if any) is

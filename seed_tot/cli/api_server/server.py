@@ -26,6 +26,7 @@ def _config(service: ApiService, host: str, port: int, api_key: str | None, shut
 
 
 FORCE_SECONDS = 3.0  # after a second Ctrl-C (or the drain's end), how long a clean exit may take before a hard one
+SWITCH_SECONDS = 0.001  # CPython's default is 0.005
 
 
 def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
@@ -42,6 +43,9 @@ def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_ke
     the main thread sits in a long torch call."""
     server = uvicorn.Server(_config(service, host, port, api_key, shutdown_timeout, log_level))
     exit_code: list[int] = []
+    # the driver thread holds the GIL between torch calls; a shorter switch interval lets the HTTP
+    # thread answer (and refuse) requests within milliseconds while trees are being grown
+    sys.setswitchinterval(SWITCH_SECONDS)
 
     def serve_then_close() -> None:
         try:

@@ -119,5 +119,12 @@ class ApiService:
             raise ConfigError(f"{trace_id!r} is not a trace id: ids hold letters, digits, '-' and '_'.")
         return self.out / "traces" / f"{trace_id}.json"
 
+    def over_budget_defaults(self) -> list[str]:
+        """The model ids whose default request (one tree) is over the work budget."""
+        from seed_tot.cli.api_server.budget import default_work, token_bound
+
+        return [model_id for model_id, entry in self.catalog.items()
+                if token_bound(default_work(entry)) > self.max_request_tokens]
+
     def close(self, drain: bool = True, timeout: float | None = None) -> bool:
         return self.driver.close(drain=drain, timeout=timeout)
