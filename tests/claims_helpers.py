@@ -643,6 +643,18 @@ def judged(row: str, *texts: str, files: tuple[str, ...]) -> list[Claim]:
     return [Claim(RESULTS_README, row, text, not_derivable=JUDGED, files=files) for text in texts]
 
 
+def stored_auroc(*paths: str, digits: tuple[int, ...] = ()) -> Callable[[], str]:
+    """The chain AUROC within a problem that stored judge reports give, each to the digits the page uses."""
+    def read() -> str:
+        values = [stored_json(path)["heldout"]["chain_auroc_within"] for path in paths]
+        return " / ".join(f"{v:.{d}f}" for v, d in zip(values, digits or (3,) * len(values), strict=True))
+    return read
+
+
+def judged_auroc(row: str, text: str, *paths: str, digits: tuple[int, ...] = ()) -> Claim:
+    return Claim(RESULTS_README, row, text, not_derivable=JUDGED, files=paths, stored=stored_auroc(*paths, digits=digits))
+
+
 JUDGE_72_101 = ("heldout-gsm8k-101-160/judge_report_72_problems.json",)
 JUDGE_72_43 = ("value-gsm8k/heldout_report_72_problems_16_samples_bf16_readings.json",)
 JUDGE_216 = ("value-gsm8k/heldout_43_100_report_216_problems_16_samples.json", "value-gsm8k/heldout_101_160_report_216_problems.json")
@@ -654,18 +666,21 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
           "22/58, its answer leaves' vote 23/58; greedy chain 35/58", heldout_43_100_row, (TREE_43_100, POOL_43_100)),
     Claim(RESULTS_README, Q["72p-101"], "37.80/60 / 41.75/60", lambda: f"{pool_vote(POOL_101_160, 4):.2f}/60 / "
           f"{pool_vote(POOL_101_160, 8):.2f}/60", (POOL_101_160,)),
-    *judged(Q["72p-101"], "40.53/60", "weighted - plain at 4: +4.5 points [+1.7, +7.6]", "0.738", files=JUDGE_72_101),
+    *judged(Q["72p-101"], "40.53/60", "weighted - plain at 4: +4.5 points [+1.7, +7.6]", files=JUDGE_72_101),
+    judged_auroc(Q["72p-101"], "0.738", *JUDGE_72_101),
     *(Claim(RESULTS_README, Q["72p-43"], f"/ {v}", (lambda k=k: f"/ {pool_vote(POOL_43_100, k):.2f}"), (POOL_43_100,))
       for k, v in ((4, "39.52"), (8, "41.74"), (16, "41.50"))),
     Claim(RESULTS_README, Q["72p-43"], "(of 58)", lambda: f"(of {len(pool(POOL_43_100))})", (POOL_43_100,)),
-    *judged(Q["72p-43"], "41.01", "42.73", "43.00", "weighted - plain at 16: +2.6 points [+0.0, +6.0]", "0.775",
-            files=JUDGE_72_43),
+    *judged(Q["72p-43"], "41.01", "42.73", "43.00", "weighted - plain at 16: +2.6 points [+0.0, +6.0]", files=JUDGE_72_43),
+    judged_auroc(Q["72p-43"], "0.775", *JUDGE_72_43),
     Claim(RESULTS_README, Q["216p"], "/ 39.52 / 41.74 of 58", lambda: f"/ {plain_votes(POOL_43_100, (4, 8))} of 58", (POOL_43_100,)),
     Claim(RESULTS_README, Q["216p"], "/ 37.80 / 41.75 of 60", lambda: f"/ {plain_votes(POOL_101_160, (4, 8))} of 60", (POOL_101_160,)),
-    *judged(Q["216p"], "0.8225 / 0.827", "41.25", "41.31", "+2.8 points [+0.6, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_216),
+    judged_auroc(Q["216p"], "0.8225 / 0.827", *JUDGE_216, digits=(4, 3)),
+    *judged(Q["216p"], "41.25", "41.31", "+2.8 points [+0.6, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_216),
     Claim(RESULTS_README, Q["266p"], "/ 39.52 / 41.74 of 58", lambda: f"/ {plain_votes(POOL_43_100, (4, 8))} of 58", (POOL_43_100,)),
     Claim(RESULTS_README, Q["266p"], "/ 37.80 / 41.75 of 60", lambda: f"/ {plain_votes(POOL_101_160, (4, 8))} of 60", (POOL_101_160,)),
-    *judged(Q["266p"], "0.8415 / 0.8345", "41.45", "41.31", "+2.9 points [+0.8, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_266),
+    judged_auroc(Q["266p"], "0.8415 / 0.8345", *JUDGE_266, digits=(4, 4)),
+    *judged(Q["266p"], "41.45", "41.31", "+2.9 points [+0.8, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_266),
     Claim(RESULTS_README, Q["escalate"], "against 42.75 at 2,321",
           lambda: f"against {pool_vote(POOL_161_220, 8):.2f} at {tokens(pool_tokens(POOL_161_220, 8))}", (POOL_161_220,)),
     *judged(Q["escalate"], "45.93/58 at 1,791 tokens (+7.2 points [+2.3, +12.9]) / 43.87/60 at 1,949 (+3.5 [+0.3, +8.0]) / "
@@ -675,7 +690,8 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
           "alone 7/10 at 1,497; self-consistency of 8 6.61/10 at 2,362", mcts_learned_row, (MCTS_LEARNED, POOL_43_100)),
     Claim(RESULTS_README, Q["branched"], "129/178 at 1,652 tokens against 135/178 at 1,885 (-3.4 points [-7.9, +1.1]); "
           "one round 131/178 at 1,408", not_derivable=BRANCHED, files=("value-gsm8k/branched_escalation.json",)),
-    *judged(Q["161-judge"], "0.768; +3.8 points [-0.4, +9.2]", files=("value-gsm8k/heldout_161_220_report_266_problems.json",)),
+    judged_auroc(Q["161-judge"], "0.768", "value-gsm8k/heldout_161_220_report_266_problems.json"),
+    *judged(Q["161-judge"], "+3.8 points [-0.4, +9.2]", files=("value-gsm8k/heldout_161_220_report_266_problems.json",)),
     Claim(RESULTS_README, Q["curve"], "0.793 / 0.817 / 0.822 (43-100), 0.796 / 0.816 / 0.827 (101-160)",
           not_derivable=CURVE, files=("value-gsm8k/learning_curve_216_problems.json",)),
     Claim(RESULTS_README, Q["1-30"], "14/30 / 17/30", lambda: final_and_cot("quality-gsm8k"), ("quality-gsm8k",)),
