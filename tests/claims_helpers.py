@@ -637,7 +637,26 @@ Q = {
 JUDGED = ("the judge's value of each chain and step is not stored, only the aggregate report is (the features "
           "are in runs/value-gsm8k-s12 / -s13, which do not ship, and reading them again needs the target)")
 CURVE = "the learning curve refits heads on the training features in runs/value-gsm8k-s12, which do not ship"
-BRANCHED = "the branches were decoded by the target; the judge's values of the chains are not stored"
+
+BRANCHED_FILE = "value-gsm8k/branched_escalation.json"
+
+
+def branched_row() -> str:
+    """The 178 held-out problems' outcomes stored per problem by scripts/branched_escalation.py
+    (each arm's credit and new tokens), summed and compared the way the script compares them."""
+    from seed_tot.observe.paired_stats import paired_bootstrap
+
+    found = stored_json(BRANCHED_FILE)["per_problem"]
+    n = len(found)
+
+    def arm(name: str) -> str:
+        return f"{count(sum(p[name][0] for p in found))}/{n} at {tokens(sum(p[name][1] for p in found) / n)}"
+
+    differences = [p["branched"][0] - p["fresh"][0] for p in found]
+    low, high = paired_bootstrap(differences, BOOTSTRAP_RESAMPLES)
+    return (f"{arm('branched')} tokens against {arm('fresh')} ({points(sum(differences) / n)} points "
+            f"[{points(low)}, {points(high)}]); one round {arm('one_round')}")
+
 
 def judged(row: str, *texts: str, files: tuple[str, ...]) -> list[Claim]:
     return [Claim(RESULTS_README, row, text, not_derivable=JUDGED, files=files) for text in texts]
@@ -689,7 +708,7 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
     Claim(RESULTS_README, Q["mcts-judge"], "4/10 at 10,379 tokens per problem (one vote per path 6/10); its chains' vote "
           "alone 7/10 at 1,497; self-consistency of 8 6.61/10 at 2,362", mcts_learned_row, (MCTS_LEARNED, POOL_43_100)),
     Claim(RESULTS_README, Q["branched"], "129/178 at 1,652 tokens against 135/178 at 1,885 (-3.4 points [-7.9, +1.1]); "
-          "one round 131/178 at 1,408", not_derivable=BRANCHED, files=("value-gsm8k/branched_escalation.json",)),
+          "one round 131/178 at 1,407", branched_row, (BRANCHED_FILE,)),
     judged_auroc(Q["161-judge"], "0.768", "value-gsm8k/heldout_161_220_report_266_problems.json"),
     *judged(Q["161-judge"], "+3.8 points [-0.4, +9.2]", files=("value-gsm8k/heldout_161_220_report_266_problems.json",)),
     Claim(RESULTS_README, Q["curve"], "0.793 / 0.817 / 0.822 (43-100), 0.796 / 0.816 / 0.827 (101-160)",
