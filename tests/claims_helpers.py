@@ -658,6 +658,30 @@ def branched_row() -> str:
             f"[{points(low)}, {points(high)}]); one round {arm('one_round')}")
 
 
+def one_round_161_220() -> str:
+    """The one-round judged vote (greedy + 4 samples, one vote order) on 161-220, from the per-problem outcomes."""
+    found = [p for p in stored_json(BRANCHED_FILE)["per_problem"] if 161 <= int(p["problem_id"].rsplit("-", 1)[1]) <= 220]
+    return f"the one-round judged vote on 161-220 {sum(p['one_round'][0] for p in found):.2f}/{len(found)}"
+
+
+ESCALATION = "value-gsm8k/escalation_266_problems.json"
+TWO_ROUNDS = "escalating vote, up to 2 round(s)"
+
+
+def escalated(path: str, pool_key: str) -> tuple[str, str, str]:
+    row = escalation_rows(path, pool_key)[TWO_ROUNDS]
+    low, high = row["ci95"]
+    return f"{row['correct']:.2f}/{row['problems']}", tokens(row["tokens"]), f"{points(row['minus_vote_of_8'])} [{points(low)}, {points(high)}]"
+
+
+def escalation_stored() -> str:
+    first = escalated(ESCALATION, "results/heldout-gsm8k-43-100/cot-pool:16")
+    second = escalated(ESCALATION, "results/heldout-gsm8k-101-160/cot-pool:8")
+    third = escalated(ESCALATION_161_220, "results/heldout-gsm8k-161-220/cot-pool:8")
+    return (f"{first[0]} at {first[1]} tokens ({first[2].replace(' [', ' points [')}) / {second[0]} at {second[1]} "
+            f"({second[2]}) / {third[0]} at {third[1]}")
+
+
 def judged(row: str, *texts: str, files: tuple[str, ...]) -> list[Claim]:
     return [Claim(RESULTS_README, row, text, not_derivable=JUDGED, files=files) for text in texts]
 
@@ -702,9 +726,12 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
     *judged(Q["266p"], "41.45", "41.31", "+2.9 points [+0.8, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_266),
     Claim(RESULTS_README, Q["escalate"], "against 42.75 at 2,321",
           lambda: f"against {pool_vote(POOL_161_220, 8):.2f} at {tokens(pool_tokens(POOL_161_220, 8))}", (POOL_161_220,)),
-    *judged(Q["escalate"], "45.93/58 at 1,791 tokens (+7.2 points [+2.3, +12.9]) / 43.87/60 at 1,949 (+3.5 [+0.3, +8.0]) / "
-            "45.79/60 at 1,986", "(+5.1 [+0.6, +10.8]); the one-round judged vote on 161-220 46.00/60",
-            files=("value-gsm8k/escalation_266_problems.json", ESCALATION_161_220)),
+    Claim(RESULTS_README, Q["escalate"], "45.93/58 at 1,791 tokens (+7.2 points [+2.3, +12.9]) / 43.87/60 at 1,949 "
+          "(+3.5 [+0.3, +8.0]) / 45.79/60 at 1,986", not_derivable=JUDGED, files=(ESCALATION, ESCALATION_161_220),
+          stored=escalation_stored),
+    Claim(RESULTS_README, Q["escalate"], "(+5.1 [+0.6, +10.8])", not_derivable=JUDGED, files=(ESCALATION_161_220,),
+          stored=lambda: f"({escalated(ESCALATION_161_220, 'results/heldout-gsm8k-161-220/cot-pool:8')[2]})"),
+    Claim(RESULTS_README, Q["escalate"], "the one-round judged vote on 161-220 46.00/60", one_round_161_220, (BRANCHED_FILE,)),
     Claim(RESULTS_README, Q["mcts-judge"], "4/10 at 10,379 tokens per problem (one vote per path 6/10); its chains' vote "
           "alone 7/10 at 1,497; self-consistency of 8 6.61/10 at 2,362", mcts_learned_row, (MCTS_LEARNED, POOL_43_100)),
     Claim(RESULTS_README, Q["branched"], "129/178 at 1,652 tokens against 135/178 at 1,885 (-3.4 points [-7.9, +1.1]); "
