@@ -104,3 +104,27 @@ def test_a_recorded_command_names_python_and_paths_portably(tmp_path, monkeypatc
     assert portable_path("runs/x") == "runs/x"
     assert portable_command([sys.executable, str(tmp_path / "scripts" / "a.py"), "--out", str(tmp_path / "o"), "a b"]) \
         == "python scripts/a.py --out o 'a b'"
+
+
+def test_a_trained_head_names_its_training_data_by_repository_path_and_sha256(tmp_path):
+    torch = pytest.importorskip("torch")
+    from seed_tot.cli.train_value import fit_and_save
+    from seed_tot.values.features import FEATURE_RULE
+    from seed_tot.values.head import load_head
+    from seed_tot.values.training import StateTable
+    from seed_tot_tasks.base import DATA_DIR
+
+    g = torch.Generator().manual_seed(0)
+    rows = [(p, c, s, bool((p + c) % 2)) for p in range(8) for c in range(4) for s in range(2)]
+    features = torch.randn(len(rows), 1, 8, generator=g)
+    features[:, 0, 0] += torch.tensor([2.0 if label else -2.0 for *_, label in rows])
+    table = StateTable(features.half(), torch.tensor([label for *_, label in rows]), [f"p{p}" for p, *_ in rows],
+                       torch.tensor([p * 4 + c for p, c, _, _ in rows]), torch.tensor([s == 1 for _, _, s, _ in rows]),
+                       (5,), torch.tensor([c for _, c, _, _ in rows]))
+    data = DATA_DIR / "gsm8k" / "train.jsonl"
+    settings = {"target": "tiny", "target_fingerprint": "0" * 16, "dtype": "float32", "layers": [5], "feature_rule": FEATURE_RULE}
+    report = fit_and_save(table, tmp_path, settings, table.problem_ids(), data, seed=0)
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()
+    meta = load_head(tmp_path / "value_head.safetensors").meta
+    assert (meta["train_data"], meta["train_data_sha256"]) == ("tasks/data/gsm8k/train.jsonl", digest)
+    assert (report["train"]["data"], report["train"]["data_sha256"]) == ("tasks/data/gsm8k/train.jsonl", digest)
