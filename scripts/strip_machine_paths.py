@@ -40,7 +40,7 @@ from pathlib import Path
 import click
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ("results", "seed_tot", "docs", "README.md")  # what a clone ships and a reader sees
+SHIPPED = ("results", "seed_tot", "docs", "README.md", "tasks", "prompts")  # what a clone or the wheel ships to a reader
 CHECKOUTS = r"/work/(?:main|wt-[\w.-]+)"  # the checkout and the worktrees of it that wrote files
 
 # Absolute paths a shipped file may name: the defaults of scripts/gpu_check.sh, which docs/gpu.md

@@ -17,7 +17,7 @@ strip = load_script("strip_machine_paths")
 
 def test_no_shipped_file_names_a_machine_path():
     files = strip.shipped_files()
-    assert len(files) > 1000  # results/, seed_tot/, docs/ and the README, traces included
+    assert len(files) > 1000  # results/, seed_tot/, docs/, the README, tasks/ and prompts/, traces included
     found = {}
     for path in files:
         text = strip.shipped_text(path, path.read_bytes())
