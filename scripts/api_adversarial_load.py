@@ -380,20 +380,21 @@ def table(result: dict) -> str:
 @click.option("--max-queue", "queue_bound", type=int, default=32, show_default=True, help="The server's queue bound.")
 @click.option("--shutdown-timeout", "shutdown_timeout", type=float, default=5.0, show_default=True)
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), required=True, help="JSON results.")
+@click.option("--work", "work_dir", type=click.Path(file_okay=False), default="runs/api_adversarial", show_default=True,
+              help="The servers' logs and traces.")
 @click.option("--phase-limit", type=float, default=600, show_default=True, help="Seconds a phase may take at most.")
 @click.argument("server_args", nargs=-1)
 def main(clients: int, requests: int, budget: int, queue_bound: int, shutdown_timeout: float, out_path: str,
-         phase_limit: float, server_args: tuple[str, ...]) -> None:
+         work_dir: str, phase_limit: float, server_args: tuple[str, ...]) -> None:
     """Everything after the options goes to `seed-tot api` (default: --tiny --dtype float32 --threads 1)."""
-    result = run(clients, requests, budget, queue_bound, shutdown_timeout, Path(out_path), phase_limit,
+    result = run(clients, requests, budget, queue_bound, shutdown_timeout, Path(out_path), Path(work_dir), phase_limit,
                  list(server_args) or ["--tiny", "--dtype", "float32", "--threads", "1"])
     print(table(result))
 
 
 def run(clients: int, requests: int, budget: int, queue_bound: int, shutdown_timeout: float, out_path: Path,
-        phase_limit: float, server_args: list[str]) -> dict:
+        logs: Path, phase_limit: float, server_args: list[str]) -> dict:
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    logs = out_path.with_suffix("")
     logs.mkdir(parents=True, exist_ok=True)
     args = [*server_args, *SERVER_SETTINGS, "--out", str(logs / "traces"), "--max-request-tokens", str(budget),
             "--max-queue", str(queue_bound), "--shutdown-timeout", str(shutdown_timeout)]

@@ -15,7 +15,7 @@ def test_a_hostile_client_costs_the_others_no_answer_and_the_server_still_stops(
     out = tmp_path / "adversarial.json"
     proc = subprocess.run([sys.executable, str(SCRIPTS / "api_adversarial_load.py"), "--clients", "4", "--requests", "2",
                            "--max-request-tokens", "4096", "--max-queue", "8", "--shutdown-timeout", str(SHUTDOWN),
-                           "--phase-limit", "120", "--out", str(out)],
+                           "--phase-limit", "120", "--out", str(out), "--work", str(tmp_path / "work")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())

@@ -13,10 +13,11 @@ it sends carries the job's cancel flag, so its rows leave the batch at the sessi
 step (and an executor's `run` of a round ends them there too), before the driver thread even looks;
 its waiting batches are dropped. Other jobs go on, their rows untouched.
 
-Fair share: the rows of one request (its n trees) in the session are capped at `rows_per_request`;
-the rest of its batches wait in the driver and join as its rows end, the requests taking turns. So
-the batch stays narrow enough for a small request's rows to step quickly while a large one runs,
-and no single join (a prefill) grows with the size of one request.
+Fair share: while several requests have rows to decode, the rows of one request (its n trees) in
+the session are capped at `rows_per_request` (alone, at ROWS_ALONE); the rest of its batches wait in
+the driver and join as its rows end, the requests taking turns. So the batch stays narrow enough for
+a small request's rows to step quickly while a large one runs, and no single join (a prefill) grows
+with the size of one request.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from seed_tot.task import Problem
 
 log = logging.getLogger(__name__)
 
-ROWS_PER_REQUEST = 32  # rows of one request in the shared batch at once (fair share)
+ROWS_PER_REQUEST = 16  # rows of one request in the shared batch at once while other requests have rows there
+ROWS_ALONE = 64  # ... and while it is the only one: a bound on the width of any one join (a prefill)
 
 
 class DriverClosed(SeedTotError):
@@ -321,24 +323,17 @@ class TreeDriver:
             self._deliver(flight.job, flight.task, flight.role, outcome)
 
     def _feed(self) -> None:
-        """Add the flights' requests to the session while each request's rows there stay within
-        its fair share; requests take turns in the order they arrived."""
-        rows: dict[str, int] = {}
-        for flight in self._flights:
-            owner = flight.job.owner or flight.job.job_id
-            rows[owner] = rows.get(owner, 0) + flight.in_session
-        for flight in self._flights:
-            if flight.job.cancelled or len(flight.tickets) == len(flight.requests):
-                continue
-            owner = flight.job.owner or flight.job.job_id
-            room = self.rows_per_request - rows[owner]
-            if room <= 0:
-                continue
-            joining = flight.requests[len(flight.tickets): len(flight.tickets) + room]
-            tickets = self._session.add(joining)
-            flight.tickets.extend(tickets)
-            self._by_ticket.update((ticket, flight) for ticket in tickets)
-            rows[owner] += len(tickets)
+        """Add the flights' requests to the session within each request's fair share."""
+        live = [flight for flight in self._flights if not flight.job.cancelled]
+        counts = joining(
+            [(flight.job.owner or flight.job.job_id, flight.in_session, len(flight.requests) - len(flight.tickets))
+             for flight in live], self.rows_per_request, ROWS_ALONE)
+        for flight, count in zip(live, counts):
+            if count:
+                start = len(flight.tickets)
+                tickets = self._session.add(flight.requests[start:start + count])
+                flight.tickets.extend(tickets)
+                self._by_ticket.update((ticket, flight) for ticket in tickets)
 
     def _round(self) -> None:
         waiting = [(task, job) for task in self._runner.take_waiting() if (job := self._live(task)) is not None]
@@ -415,3 +410,20 @@ class TreeDriver:
 def flagged(requests: list[GenerationRequest], job: Job) -> list[GenerationRequest]:
     """The requests as sent for `job`: each carries the job's cancel flag (the search's own stay as they are)."""
     return [replace(request, cancel=job.flag) for request in requests]
+
+
+def joining(flights: list[tuple[str, int, int]], share: int, alone: int) -> list[int]:
+    """How many waiting requests of each flight (owner, rows in the session, requests waiting) join
+    now: in flight order, while the owner's rows stay within `share`, or `alone` when one owner has
+    flights."""
+    owners = {owner for owner, _, _ in flights}
+    cap = share if len(owners) > 1 else max(share, alone)
+    rows: dict[str, int] = {}
+    for owner, in_session, _ in flights:
+        rows[owner] = rows.get(owner, 0) + in_session
+    counts = []
+    for owner, _, waiting in flights:
+        count = max(0, min(waiting, cap - rows[owner]))
+        rows[owner] += count
+        counts.append(count)
+    return counts
