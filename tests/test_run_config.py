@@ -99,15 +99,15 @@ def test_a_learned_judge_on_a_task_without_a_chain_prompt_is_refused_before_load
 
 
 @pytest.mark.parametrize("args, expected", [
-    ((), ("learned", "value", 4)),  # the default target decodes in process and a head ships for it
-    (("--escalate", "0"), ("learned", "value", 0)),  # a named second round is kept
+    (("--method", "batched-lookup"), ("learned", "value", 4)),  # the target decodes in process and a head ships for it
+    (("--method", "batched-lookup", "--escalate", "0"), ("learned", "value", 0)),  # a named second round is kept
     (("--method", "llama-cpp"), ("samples", "leaf", 0)),  # the judge would load a second copy of the target
     (("--tiny",), ("samples", "leaf", 0)),  # no head ships for the tiny target
     (("--tiny", "--escalate", "2"), ("samples", "leaf", 2)),
     (("--target", "/no/such/model"), ("samples", "leaf", 0)),  # nor for another model
-    (("--search", "bfs"), ("samples", "leaf", 0)),  # the rule that chose the judged vote measured the vote only
-    (("--vote-weight", "leaf"), ("samples", "leaf", 0)),  # a named weight or mode is kept
-    (("--value-mode", "logits"), ("logits", "leaf", 0)),
+    (("--method", "batched-lookup", "--search", "bfs"), ("samples", "leaf", 0)),  # the rule measured the vote only
+    (("--method", "batched-lookup", "--vote-weight", "leaf"), ("samples", "leaf", 0)),  # a named weight or mode is kept
+    (("--method", "batched-lookup", "--value-mode", "logits"), ("logits", "leaf", 0)),
     (("--int8",), ("samples", "leaf", 0)),  # the head reads the 16-bit target's hidden states
 ])
 def test_gsm8k_self_consistency_is_judged_by_default_only_where_a_head_ships_in_process(args, expected):

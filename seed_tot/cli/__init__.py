@@ -53,6 +53,7 @@ _COMMAND_MODULES = [
     ("seed_tot.cli.fastcot", "fastcot"),
     ("seed_tot.cli.serve", "serve"),
     ("seed_tot.cli.api", "api"),
+    ("seed_tot.cli.calibrate", "calibrate"),
     ("seed_tot.cli.train", "train"),
 ]
 

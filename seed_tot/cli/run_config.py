@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from seed_tot.config import DecodeConfig, draft_shape, parse_k_config
 from seed_tot.errors import ConfigError
-from seed_tot.scheduling.methods import Method, checked_settings, method_named, names_where, resolve_method
+from seed_tot.scheduling.methods import AUTO, Method, checked_settings, method_named, names_where, resolve_method
 
 # Where a run reads and writes, which problems it takes and the machine it runs on: the trace
 # records the rest of the configuration, so runs of one configuration compare equal wherever they ran.
@@ -46,6 +46,7 @@ class RunConfig(BaseModel):
     max_memory: str | None = None  # None: default_budget() (half the machine's RAM)
     # method
     method: str  # "auto" until resolved
+    auto_choice: dict | None = None  # how "auto" was resolved: the measured paths (seed_tot/calibration) or the rule
     k_config: str | None
     k: int | None
     workers: int | None
@@ -118,13 +119,61 @@ class RunConfig(BaseModel):
         return self.model_dump(mode="json", exclude=set(NOT_RECORDED))
 
 
-def resolve_config(config: RunConfig, task=None) -> RunConfig:
+def resolve_config(config: RunConfig, task=None, measure: bool = True) -> RunConfig:
     """`config` with every default that depends on the method or the task decided: the method
-    (auto), the concurrency and, given the task, its search, thought mode and value mode."""
+    (auto: by measurement where one applies, see resolve_auto), the concurrency and, given the
+    task, its search, thought mode and value mode. `measure=False` never times a path: it reads a
+    cached measurement, else falls back to the CPU-flags rule."""
+    if config.method == AUTO:
+        config = resolve_auto(config, measure)
     method = resolve_method(config.method, config.target, config.tiny, config.device, on_ray=config.on_ray)
     concurrency = method_named(method).concurrency if config.concurrency is None else config.concurrency
     config = config.model_copy(update={"method": method, "concurrency": concurrency})
     return config if task is None else with_task_defaults(config, task)
+
+
+def measured_auto_applies(config: RunConfig) -> bool:
+    """"auto" is decided by timing the paths on a CPU run of a real target in this process; a GPU
+    run, the tiny test models, Ray actors and --int8 (which names its path) keep the rule."""
+    if config.tiny or config.on_ray or config.int8 or config.device not in ("auto", "cpu"):
+        return False
+    if config.device == "auto":
+        import torch
+
+        return not torch.cuda.is_available()
+    return True
+
+
+def probe_width(config: RunConfig) -> int:
+    """About how many rows the run decodes at once: problems at once x chains per problem."""
+    from seed_tot.scheduling.methods import BATCHED_CONCURRENCY
+
+    at_once = min(config.limit or BATCHED_CONCURRENCY, config.concurrency or BATCHED_CONCURRENCY)
+    return max(1, at_once) * (1 + config.cot_samples)
+
+
+def resolve_auto(config: RunConfig, measure: bool) -> RunConfig:
+    """--method auto: the path the cached measurement of this target on this machine chose (timed
+    now if none is cached and `measure`), its dtype too where --dtype is auto; else the rule."""
+    if not measured_auto_applies(config):
+        return config
+    from seed_tot.calibration.choice import cached_calibration, calibrate, width_bucket
+
+    width = width_bucket(probe_width(config))
+    record = cached_calibration(config.target, width)
+    if record is None and measure:
+        import click
+
+        click.echo(f"auto: timing each path for {config.target} at {width} rows on this machine, once "
+                   "(seed-tot calibrate does it ahead; the result is cached) ...", err=True)
+        record = calibrate(config.target, width, echo=lambda line: click.echo(line, err=True))
+    if record is None:
+        return config
+    chosen = record.chosen
+    dtype = chosen["dtype"] if config.dtype == "auto" and chosen["dtype"] is not None else config.dtype
+    choice = {"by": "measurement", "line": record.line(), "width": record.width, "measured_at": record.measured_at,
+              "machine": record.machine, "timings": record.timings, "chosen": chosen}
+    return config.model_copy(update={"method": chosen["method"], "dtype": dtype, "auto_choice": choice})
 
 
 JUDGED_SECOND_ROUND = 4  # more samples where the judged vote is unsure (measured in docs/judge.md)
@@ -343,6 +392,7 @@ def read_config_file(path: str | Path, names: set[str]) -> dict[str, Any]:
                           "--print-config.") from None
     if not isinstance(values, dict):
         raise ConfigError(f"--config {path} must hold one JSON object of settings, as --print-config writes.")
+    values.pop("auto_choice", None)  # how "auto" was resolved: a record of the run that wrote it, not a setting
     unknown = sorted(set(values) - names)
     if unknown:
         raise ConfigError(f"--config {path} has an unknown setting {unknown[0]!r}: the settings are the options' "

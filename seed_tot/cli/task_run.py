@@ -184,13 +184,14 @@ class RunPlan(NamedTuple):
     data_file: dict
 
 
-def set_up_run(task_name: str, config: RunConfig) -> RunSetup:
-    """Resolve the configuration once and check it, before any data or model file is read."""
+def set_up_run(task_name: str, config: RunConfig, measure: bool = True) -> RunSetup:
+    """Resolve the configuration once and check it, before any data file is read (and before any
+    model loads, but for the one-time timing of --method auto's paths where `measure`)."""
     from seed_tot.search import search_class
     from seed_tot_tasks import get_task
 
     task = get_task(task_name)
-    config = resolve_config(config, task)
+    config = resolve_config(config, task, measure=measure)
     method_settings = check_config(config, task)
     search_cls = search_class(config.search)
     try:
@@ -203,7 +204,7 @@ def set_up_run(task_name: str, config: RunConfig) -> RunSetup:
 
 def print_config(task_name: str, config: RunConfig) -> None:
     """--print-config: the resolved configuration as JSON (--config reads it back); no model loads."""
-    click.echo(set_up_run(task_name, config).config.model_dump_json(indent=2))
+    click.echo(set_up_run(task_name, config, measure=False).config.model_dump_json(indent=2))
 
 
 def plan_run(task_name: str, config: RunConfig) -> RunPlan:
@@ -255,6 +256,8 @@ def run_task(task_name: str, config: RunConfig) -> None:
     config, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, config)
     if nothing_left(todo, out):
         return
+    if config.auto_choice is not None:
+        click.echo(config.auto_choice["line"], err=True)
     longest = longest_chain_request(task, todo, search_cls, search_config, config.target_name) \
         if config.method_info.engine else None
     loaded = load_executor(config, method_settings, longest)

@@ -148,15 +148,15 @@ CONCURRENCY_DEFAULTS = (  # --help's words for the defaults above
     f"{BATCHED_CONCURRENCY} for the batched methods (a wider forward costs less per row), {ENGINE_CONCURRENCY} for the "
     f"servers ({', '.join(m.name for m in _RECORDS if m.engine)}), {SERIAL_CONCURRENCY} for the others")
 
-# The default is the in-process batched-lookup: on CPUs with native 16-bit arithmetic it answered
-# GSM8K sooner than llama.cpp's server (docs/engines.md#comparing-engines), and it can read
-# next-token scores and hidden states, which some searches' defaults use. "auto" (opt-in) picks
-# llama-cpp for a GGUF target on a CPU without native 16-bit arithmetic, where the harness measured
-# llama.cpp's 4-bit kernels 2.1-2.6x the in-process float32 tokens/s.
-DEFAULT_METHOD = "batched-lookup"
+# The default is "auto": on a CPU the fastest path for the target, by a timed probe cached per
+# machine (seed_tot/calibration); in process (batched-lookup) on a GPU, for the tiny test models
+# and on Ray actors. Where no measurement is cached and none may be made (--print-config), "auto"
+# follows the CPU-flags rule below: llama-cpp for a GGUF target on a CPU without native 16-bit
+# arithmetic, else batched-lookup.
+AUTO = "auto"
+DEFAULT_METHOD = AUTO
 IN_PROCESS_DEFAULT_METHOD = "batched-lookup"
 AUTO_CPU_ENGINE = "llama-cpp"
-AUTO = "auto"
 
 
 def method_named(name: str) -> Method:
@@ -185,11 +185,11 @@ def checked_settings(method: Method, settings: dict) -> dict:
 
 
 def resolve_method(name: str, target: str, tiny: bool, device: str, on_ray: bool = False) -> str:
-    """The method a run uses: `name`, or what "auto" means for this target on this machine. Ray
-    actors run the in-process methods. Elsewhere by measurement (docs/engines.md#comparing-engines):
-    on a CPU with native 16-bit arithmetic the in-process executor (bfloat16) answered 1.9-2.0x
-    sooner than a tuned llama.cpp; on a CPU without it the in-process target runs in float32 and
-    llama.cpp's 4-bit kernels answered sooner, so a GGUF target runs there on llama.cpp."""
+    """The method a run uses: `name`, or the CPU-flags rule for "auto" where no measurement
+    decided it (seed_tot/cli/run_config.py: resolve_auto). Ray actors, the tiny models and a GPU
+    run in process; on a CPU with native 16-bit arithmetic the in-process executor (bfloat16)
+    answered 1.9-2.0x sooner than a tuned llama.cpp (docs/engines.md#comparing-engines); without
+    it the in-process target runs in float32 and a GGUF target runs on llama.cpp."""
     if name != AUTO:
         return method_named(name).name
     if on_ray or tiny or device not in ("auto", "cpu") or not _gguf_target(target) or not _llama_cpp_installed():
@@ -222,8 +222,9 @@ def method_help() -> str:
     """--method's help: auto, then every method's summary."""
     listed = "; ".join(f"{m.name}: {m.summary}" for m in _RECORDS)
     return (
-        f"Executor for every tree expansion. auto: {AUTO_CPU_ENGINE} for a GGUF target (the default pair) on a CPU "
-        f"without native 16-bit arithmetic (where the in-process target would run float32), else "
-        f"{IN_PROCESS_DEFAULT_METHOD} (docs/engines.md#comparing-engines). {listed}. "
+        "Executor for every tree expansion. auto: on a CPU, the path that ran the target fastest on this machine, "
+        "timed once per machine and target and cached (`seed-tot calibrate`): in process in each dtype, or "
+        f"{AUTO_CPU_ENGINE} for a GGUF target; {IN_PROCESS_DEFAULT_METHOD} on a GPU and for --tiny "
+        f"(docs/engines.md#the-path-chosen-by-measurement). {listed}. "
         "--method is the one way to choose the inner per-node decoders; docs/executors.md lists each method's settings."
     )

@@ -1,0 +1,162 @@
+"""The candidate paths for a target on this machine, their timings, the fastest one, and the cached
+record of that measurement (one JSON file per machine, target and width)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path as FilePath
+from typing import Callable
+
+from pydantic import BaseModel
+
+from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
+from seed_tot.calibration.probe import NEW_TOKENS, Path, Timing, time_path
+from seed_tot.errors import SeedTotError
+from seed_tot.records import write_json_atomically
+
+CALIBRATION_ENV = "SEED_TOT_CALIBRATION_DIR"
+WIDTHS = (4, 8, 16)  # rows timed at once; a run's width is rounded up to one of these (wider costs minutes here)
+IN_PROCESS_METHOD = "batched-lookup"
+ENGINE_METHOD = "llama-cpp"
+RECORD_VERSION = 1
+
+
+class Calibration(BaseModel):
+    """One measurement: every candidate's tokens/s at `width` rows, and the path chosen."""
+
+    version: int = RECORD_VERSION
+    target: str
+    target_id: str
+    width: int
+    new_tokens: int
+    machine: dict
+    machine_key: str
+    bandwidth_gb_s: float
+    measured_at: str
+    int8_allowed: bool
+    timings: list[dict]
+    chosen: dict  # method, dtype (None: the engine's file), int8, label
+
+    def line(self) -> str:
+        """The one line a run prints: what runs and why."""
+        ranked = sorted((t for t in self.timings if t.get("error") is None), key=lambda t: -t["tokens_per_second"])
+        others = ", ".join(f"{t['label']} {t['tokens_per_second']:.1f}" for t in ranked[1:])
+        best = ranked[0]
+        return (f"auto: {best['label']} ({best['tokens_per_second']:.1f} tokens/s at {self.width} rows, measured "
+                f"{self.measured_at} on {self.machine['cpu_model']}, {self.machine['cores']} cores"
+                + (f"; {others}" if others else "") + ")")
+
+
+def calibration_dir() -> FilePath:
+    if os.environ.get(CALIBRATION_ENV):
+        return FilePath(os.environ[CALIBRATION_ENV]).expanduser()
+    import platformdirs
+
+    return FilePath(platformdirs.user_cache_dir("seed-tot")) / "calibration"
+
+
+def width_bucket(rows: int) -> int:
+    """The probe width for a run that decodes about `rows` rows at once."""
+    return next((w for w in WIDTHS if w >= rows), WIDTHS[-1])
+
+
+def target_id(target: str) -> str:
+    """Which weights a measurement was made on: a default alias's GGUF checksum, else the path's
+    size and modification time (a changed file is measured again), else the name itself."""
+    from seed_tot.models.registry import ALIASES
+
+    if target in ALIASES:
+        return ALIASES[target].sha256[:16]
+    path = FilePath(target).expanduser()
+    if path.exists():
+        stat = path.stat()
+        return hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return hashlib.sha256(target.encode()).hexdigest()[:16]
+
+
+def calibration_file(target: str, width: int, int8_allowed: bool) -> FilePath:
+    key = f"{identity_key(machine_identity())}-{target_id(target)}-w{width}" + ("-int8" if int8_allowed else "")
+    return calibration_dir() / f"{key}.json"
+
+
+def cached_calibration(target: str, width: int, int8_allowed: bool = False) -> Calibration | None:
+    path = calibration_file(target, width, int8_allowed)
+    if not path.is_file():
+        return None
+    try:
+        record = Calibration.model_validate_json(path.read_text())
+    except ValueError:
+        return None  # an unreadable or older record is measured again
+    return record if record.version == RECORD_VERSION and record.machine == machine_identity() else None
+
+
+def candidate_paths(target: str, allow_int8: bool) -> list[Path]:
+    """Every path that can run `target` on this CPU: in process in float32 and bfloat16 (float16 only
+    where the CPU computes it natively: elsewhere it is emulated and can overflow), with int8 layers
+    where allowed and exact here, and llama.cpp for a GGUF target where it is installed."""
+    from seed_tot.models.loading import cpu_supports_fp16
+    from seed_tot.runtime.int8_linear import int8_works
+
+    dtypes = ["float32", "bfloat16", *(["float16"] if cpu_supports_fp16() else [])]
+    paths = [Path(IN_PROCESS_METHOD, dtype) for dtype in dtypes]
+    if allow_int8 and int8_works():
+        paths += [Path(IN_PROCESS_METHOD, dtype, int8=True) for dtype in ("float32", "bfloat16")]
+    if runs_on_engine(target):
+        paths.append(Path(ENGINE_METHOD))
+    return paths
+
+
+def runs_on_engine(target: str) -> bool:
+    import importlib.util
+
+    from seed_tot.models.registry import ALIASES
+
+    gguf = target in ALIASES or target.endswith(".gguf")
+    return gguf and importlib.util.find_spec("xllamacpp") is not None
+
+
+def fastest(timings: list[Timing]) -> Timing:
+    return max(timings, key=lambda t: t.tokens_per_second)
+
+
+def timing_row(timing: Timing | None, path: Path, error: str | None = None) -> dict:
+    row = {"label": path.label, "method": path.method, "dtype": path.dtype, "int8": path.int8}
+    if timing is None:
+        return row | {"error": error}
+    return row | {"tokens": timing.tokens, "seconds": round(timing.seconds, 3),
+                  "tokens_per_second": round(timing.tokens_per_second, 2),
+                  "load_seconds": round(timing.load_seconds, 2), "error": None}
+
+
+def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[[str], None] = lambda _: None,
+              timer: Callable[[str, Path, int], Timing] | None = None) -> Calibration:
+    """Time every candidate path at `width` rows (with `timer`, default time_path), choose the
+    fastest, and cache the record."""
+    timer = timer or time_path
+    width = width_bucket(width)
+    timings, rows, errors = [], [], []
+    for path in candidate_paths(target, allow_int8):
+        echo(f"calibrating {path.label} at {width} rows ...")
+        try:
+            timing = timer(target, path, width)
+        except SeedTotError as exc:  # a path that cannot start here is written down, not chosen
+            rows.append(timing_row(None, path, str(exc)))
+            errors.append(exc)
+            echo(f"  cannot run here: {exc}")
+            continue
+        timings.append(timing)
+        rows.append(timing_row(timing, path))
+        echo(f"  {timing.tokens_per_second:.1f} tokens/s ({timing.tokens} tokens in {timing.seconds:.1f} s)")
+    if not timings:
+        raise errors[0]  # e.g. the models are not pulled: the first path's own sentence says what to do
+    best = fastest(timings).path
+    record = Calibration(
+        target=target, target_id=target_id(target), width=width, new_tokens=NEW_TOKENS,
+        machine=machine_identity(), machine_key=identity_key(machine_identity()),
+        bandwidth_gb_s=read_bandwidth_gb_s(), measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        int8_allowed=allow_int8, timings=rows,
+        chosen={"method": best.method, "dtype": best.dtype, "int8": best.int8, "label": best.label})
+    write_json_atomically(calibration_file(target, width, allow_int8), record.model_dump(mode="json"))
+    return record

@@ -1,0 +1,98 @@
+"""Time one path: `width` sampled requests of one short prompt, a few new tokens each, through the
+executor a run would use (prompt sharing, lookup drafts and all), after a warm-up request."""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+
+from seed_tot.config import DecodeConfig
+from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.requests import Executor, GenerationRequest
+
+# A made-up word problem (no data set's): the probe measures speed, not answers.
+PROBE_MESSAGE = ("A baker fills 14 trays with 9 rolls each and sells 47 rolls before noon. "
+                 "How many rolls are left? Think step by step.")
+NEW_TOKENS = 8
+SAMPLING = {"temperature": 0.7, "top_p": 0.95}  # the thoughts' and chains' sampling
+
+
+@dataclass(frozen=True)
+class Path:
+    """One way to run the target: an in-process method in a dtype (int8 layers or not), or an engine."""
+
+    method: str
+    dtype: str | None = None  # None for an engine, which runs the file's own weights
+    int8: bool = False
+
+    @property
+    def label(self) -> str:
+        if self.dtype is None:
+            return self.method
+        return f"{self.method} {self.dtype}" + (" int8" if self.int8 else "")
+
+
+@dataclass(frozen=True)
+class Timing:
+    path: Path
+    tokens: int
+    seconds: float
+    load_seconds: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def probe_requests(prompt_ids: list[int], width: int, new_tokens: int = NEW_TOKENS) -> list[GenerationRequest]:
+    config = DecodeConfig(max_new_tokens=new_tokens, ignore_eos=True, **SAMPLING)
+    return [GenerationRequest(prompt_ids, config, seed=i, request_id=f"probe-{i}", group="probe")
+            for i in range(width)]
+
+
+def time_executor(executor: Executor, prompt_ids: list[int], width: int, new_tokens: int = NEW_TOKENS) -> tuple[int, float]:
+    """(new tokens, seconds) of one batch of `width` requests, after a one-request warm-up (first
+    calls pay kernel set-up and the prompt's prefill, which a run's prefix cache shares)."""
+    executor.run(probe_requests(prompt_ids, 1, new_tokens=2))
+    requests = probe_requests(prompt_ids, width, new_tokens)
+    started = time.perf_counter()
+    results = executor.run(requests)
+    seconds = time.perf_counter() - started
+    return sum(len(r.token_ids) for r in results), seconds
+
+
+def time_in_process(target: str, path: Path, width: int, device: str = "cpu") -> Timing:
+    from seed_tot.models.loading import load_model
+    from seed_tot.scheduling.factory import make_executor
+
+    started = time.perf_counter()
+    runner = load_model(target, dtype=path.dtype, device=device, int8=path.int8)
+    load_seconds = time.perf_counter() - started
+    executor = make_executor(path.method, runner)
+    try:
+        prompt_ids = PromptFormatter(runner.tokenizer).encode(PROBE_MESSAGE)
+        tokens, seconds = time_executor(executor, prompt_ids, width)
+    finally:
+        executor.close()
+        del runner, executor
+        gc.collect()
+    return Timing(path, tokens, seconds, load_seconds)
+
+
+def time_engine(target: str, path: Path, width: int) -> Timing:
+    from seed_tot.engines.setup import open_llama_cpp
+
+    started = time.perf_counter()
+    run = open_llama_cpp(target, slots=width)
+    load_seconds = time.perf_counter() - started
+    try:
+        prompt_ids = PromptFormatter(run.tokenizer).encode(PROBE_MESSAGE)
+        tokens, seconds = time_executor(run.executor, prompt_ids, width)
+    finally:
+        run.executor.close()
+    return Timing(path, tokens, seconds, load_seconds)
+
+
+def time_path(target: str, path: Path, width: int, device: str = "cpu") -> Timing:
+    return time_engine(target, path, width) if path.dtype is None else time_in_process(target, path, width, device)

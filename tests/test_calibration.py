@@ -1,0 +1,146 @@
+"""--method auto chosen by measurement (seed_tot/calibration): the candidates, the choice, the cached
+record per machine and target, and a real probe of the in-process path and of llama.cpp on the tiny model."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from seed_tot.calibration import choice
+from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
+from seed_tot.calibration.probe import Path, Timing, time_engine, time_in_process
+from seed_tot.cli.run_config import RunConfig, resolve_config
+from seed_tot.errors import ModelNotFoundError
+
+
+@pytest.fixture(autouse=True)
+def calibration_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(choice.CALIBRATION_ENV, str(tmp_path / "calibration"))
+    return tmp_path / "calibration"
+
+
+def fake_timer(speeds: dict[str, float]):
+    """A timer that reports `speeds[label]` tokens/s (a missing label cannot run here)."""
+    calls = []
+
+    def timer(target, path, width):
+        calls.append((target, path.label, width))
+        if path.label not in speeds:
+            raise ModelNotFoundError(f"{path.label} is not here: run `seed-tot models pull`.")
+        return Timing(path, tokens=width * 8, seconds=width * 8 / speeds[path.label], load_seconds=0.5)
+
+    timer.calls = calls
+    return timer
+
+
+def printed(*args):
+    from seed_tot.cli import main
+
+    result = CliRunner().invoke(main, [*args, "--print-config"])
+    assert result.exit_code == 0, (result.exception, result.output[-2000:])
+    return RunConfig(**json.loads(result.stdout))
+
+
+def test_the_fastest_measured_path_is_chosen_and_cached():
+    timer = fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 4.0, "llama-cpp": 20.0})
+    record = choice.calibrate("default-target", 5, timer=timer)
+    assert record.width == 8 and record.chosen["method"] == "llama-cpp" and record.chosen["dtype"] is None
+    assert [c[1] for c in timer.calls][:2] == ["batched-lookup float32", "batched-lookup bfloat16"]
+    assert choice.cached_calibration("default-target", 8) == record
+    assert choice.cached_calibration("default-target", 16) is None  # another width is measured apart
+    assert "llama-cpp (20.0 tokens/s at 8 rows" in record.line() and "batched-lookup float32 9.0" in record.line()
+
+
+def test_an_in_process_dtype_wins_where_it_is_faster():
+    timer = fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 31.0, "llama-cpp": 20.0})
+    record = choice.calibrate("default-target", 16, timer=timer)
+    assert record.chosen == {"method": "batched-lookup", "dtype": "bfloat16", "int8": False,
+                             "label": "batched-lookup bfloat16"}
+
+
+def test_a_path_that_cannot_start_is_recorded_not_chosen_and_none_raises_its_own_sentence():
+    record = choice.calibrate("default-target", 4, timer=fake_timer({"batched-lookup float32": 3.0}))
+    errors = {t["label"]: t["error"] for t in record.timings}
+    assert record.chosen["label"] == "batched-lookup float32" and errors["batched-lookup float32"] is None
+    assert "models pull" in errors["batched-lookup bfloat16"]
+    with pytest.raises(ModelNotFoundError, match="models pull"):
+        choice.calibrate("default-target", 4, timer=fake_timer({}))
+
+
+def test_a_record_from_another_machine_is_measured_again(calibration_dir):
+    choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0, "llama-cpp": 20.0}))
+    [path] = calibration_dir.glob("*.json")
+    record = json.loads(path.read_text())
+    record["machine"]["cores"] += 1
+    path.write_text(json.dumps(record))
+    assert choice.cached_calibration("default-target", 8) is None
+
+
+def test_int8_is_a_candidate_only_where_allowed():
+    from seed_tot.runtime.int8_linear import int8_works
+
+    plain = choice.candidate_paths("default-target", allow_int8=False)
+    assert not any(p.int8 for p in plain)
+    assert {"batched-lookup float32", "batched-lookup bfloat16"} <= {p.label for p in plain}
+    allowed = choice.candidate_paths("default-target", allow_int8=True)
+    assert any(p.int8 for p in allowed) == int8_works()
+    assert not any(p.method == "llama-cpp" for p in choice.candidate_paths("/models/saved-dir", False))
+
+
+def test_auto_follows_the_cached_measurement_and_takes_its_dtype():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("auto stays in process on a GPU")
+    choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 12.0}))
+    config = printed("gsm8k", "--limit", "1")
+    assert (config.method, config.dtype) == ("batched-lookup", "bfloat16")
+    assert config.auto_choice["by"] == "measurement" and config.auto_choice["chosen"]["dtype"] == "bfloat16"
+    assert "auto_choice" in config.recorded()  # every trace records how auto was resolved
+    forced = printed("gsm8k", "--limit", "1", "--dtype", "float32")
+    assert (forced.method, forced.dtype) == ("batched-lookup", "float32")  # --dtype still forces a dtype
+    assert printed("gsm8k", "--limit", "1", "--method", "ar").auto_choice is None  # --method forces a path
+    choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0, "llama-cpp": 20.0}))
+    assert printed("gsm8k", "--limit", "1").method == "llama-cpp"
+
+
+def test_print_config_never_times_a_path_and_the_tiny_models_keep_the_rule(calibration_dir):
+    assert printed("gsm8k", "--limit", "1").auto_choice is None  # nothing cached: the CPU-flags rule
+    assert not calibration_dir.exists()
+    tiny = printed("gsm8k", "--tiny")
+    assert (tiny.method, tiny.auto_choice) == ("batched-lookup", None)
+
+
+def test_the_probe_width_follows_the_problems_at_once_and_their_chains():
+    from seed_tot.cli.run_config import probe_width
+
+    config = printed("gsm8k", "--tiny", "--limit", "1")
+    assert probe_width(config) == 5 and choice.width_bucket(5) == 8
+    assert choice.width_bucket(probe_width(printed("gsm8k", "--tiny"))) == 16
+
+
+def test_the_machine_identity_names_the_cpu_and_reads_bandwidth():
+    identity = machine_identity()
+    assert identity["cores"] >= 1 and identity["cpu_model"] and identity["torch"]
+    assert identity_key(identity) == identity_key(dict(identity))
+    assert read_bandwidth_gb_s(megabytes=32, repeats=1) > 0
+
+
+def test_a_real_probe_of_the_in_process_path_on_the_tiny_model():
+    timing = time_in_process("tiny-target", Path("batched-lookup", "float32"), width=4)
+    assert timing.tokens == 4 * 8 and timing.seconds > 0 and timing.tokens_per_second > 0
+
+
+def test_a_real_probe_of_llama_cpp_on_the_tiny_model():
+    pytest.importorskip("xllamacpp")
+    timing = time_engine("tiny-target", Path("llama-cpp"), width=4)
+    assert timing.tokens == 4 * 8 and timing.tokens_per_second > 0
+
+
+def test_the_calibrate_command_prints_its_choice(calibration_dir, monkeypatch):
+    from seed_tot.cli import main
+
+    monkeypatch.setattr(choice, "time_path", fake_timer({"batched-lookup float32": 9.0, "llama-cpp": 20.0}))
+    result = CliRunner().invoke(main, ["calibrate", "--width", "8"])
+    assert result.exit_code == 0, result.output
+    assert "auto: llama-cpp (20.0 tokens/s at 8 rows" in result.output and len(list(calibration_dir.glob("*.json"))) == 1
