@@ -1,4 +1,4 @@
-"""Packed (pre-reordered) bfloat16 linear layers compute the plain layers' products."""
+"""Packed (pre-reordered) bfloat16 and float32 linear layers compute the plain layers' products."""
 
 import copy
 import os
@@ -136,11 +136,42 @@ def test_load_model_packs_bfloat16_only_and_obeys_the_switch(monkeypatch):
     assert load_model("tiny-target", dtype="bfloat16").packed_layers == 0
 
 
-def test_packing_is_refused_for_unsupported_dtypes():
-    assert not packing_works(torch.float32)
+def test_packing_is_refused_for_float16_and_small_float32_layers():
     assert not packing_works(torch.float16)
     model = build_tiny_pair(dtype=torch.float32)[1]
-    assert pack_linear_layers(model) == 0
+    assert pack_linear_layers(model) == 0  # the tiny models' layers are below MIN_FLOAT32_WEIGHTS
+
+
+@pytest.mark.skipif(not packing_works(torch.float32), reason="this torch build runs no packed float32 product")
+def test_a_packed_float32_layer_computes_the_plain_product():
+    generator = torch.Generator().manual_seed(7)
+    plain = torch.nn.Linear(512, 2048)
+    with torch.no_grad():
+        plain.weight.copy_(torch.randn(2048, 512, generator=generator))
+    for rows in (1, 5, 33):
+        x = torch.randn(rows, 512, generator=generator)
+        with torch.inference_mode():
+            got, want = PackedLinear(plain)(x), plain(x)
+        assert got.dtype == torch.float32
+        assert (got - want).abs().max() <= 1e-5 * float(want.abs().max())  # float32 rounding, not another product
+
+
+def test_float32_layers_are_packed_by_size_and_by_the_timed_probe(monkeypatch):
+    import seed_tot.runtime.packed_linear as packed_linear
+
+    if not packing_works(torch.float32):
+        pytest.skip("this torch build runs no packed float32 product")
+    large = torch.nn.Linear(1024, 1024)  # exactly MIN_FLOAT32_WEIGHTS values
+    small = torch.nn.Linear(1024, 1023)
+    monkeypatch.setattr(packed_linear, "float32_packing_pays", lambda: True)
+    assert packed_linear.should_pack(large) and not packed_linear.should_pack(small)
+    assert packed_linear.should_pack(large.to(torch.bfloat16)) == packing_works(torch.bfloat16)
+    monkeypatch.setattr(packed_linear, "float32_packing_pays", lambda: False)
+    assert not packed_linear.should_pack(large)
+    monkeypatch.setenv("SEED_TOT_PACK_WEIGHTS", "0")
+    monkeypatch.setattr(packed_linear, "float32_packing_pays", lambda: True)
+    assert not packed_linear.should_pack(large)
+
 
 
 @needs_packing

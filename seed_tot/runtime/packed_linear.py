@@ -1,11 +1,16 @@
-"""Linear layers with their weights reordered once into oneDNN's blocked layout (CPU, bfloat16).
+"""Linear layers with their weights reordered once into oneDNN's blocked layout (CPU).
 
-A plain bfloat16 `F.linear` of a decode step's few rows is far slower than the same product on a
-weight reordered once (likely a reorder per call), so reordering at load makes a bfloat16 decode
-step faster, most at narrow widths; float16 is left plain, where packing gained nothing
-(measured: docs/models.md#bfloat16-linear-layers-packed-once-at-load). Every executor shares the one packed model, so all of them decode the same model; the lossless
-(greedy = AR) tests run in float32, where nothing is packed, and tests/test_packed_linear.py
-checks that a packed layer computes the plain layer's product.
+A plain `F.linear` of a decode step's few rows can be far slower than the same product on a weight
+reordered once: in bfloat16 (likely a reorder per call), and in float32 on CPUs where MKL's sgemm
+copies the whole weight into its own layout at every call (a profile of the default GSM8K run on an
+AVX2-only CPU spent 30% of its decode steps in that copy, 16% in the product itself). bfloat16 layers
+are packed wherever the packed product works here; float32 layers where a timed probe at decode
+widths shows the packed product clearly faster on this machine (`float32_packing_pays`), and only
+layers of at least MIN_FLOAT32_WEIGHTS values, so small models (the tiny test models that the lossless
+tests run in float32) keep the plain kernels. float16 is left plain, where packing gained nothing
+(measured: docs/models.md#bfloat16-linear-layers-packed-once-at-load). Every executor shares the one
+packed model, so all of them decode the same model; tests/test_packed_linear.py checks that a
+packed layer computes the plain layer's product.
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
-PACKABLE_DTYPES = (torch.bfloat16,)
+PACKABLE_DTYPES = (torch.bfloat16, torch.float32)
+MIN_FLOAT32_WEIGHTS = 1 << 20  # smaller float32 layers stay plain: their product is cheap either way
+_PROBE_SHAPE = (5632, 2048)  # (out, in) of the float32 speed probe: a 1-2B model's MLP layer
+_PROBE_ROWS = (4, 16)  # decode widths: one problem's chains, many problems at once
+_CLEAR_WIN = 0.8  # packed float32 must take at most this share of the plain product's time
 _BATCH_HINT = 32  # the row count oneDNN lays the packed weight out for (a wide decode step)
 _ENV_SWITCH = "SEED_TOT_PACK_WEIGHTS"  # "0" turns packing off (an A/B benchmark's other arm)
 
@@ -53,6 +62,43 @@ def packing_works(dtype: torch.dtype) -> bool:
     return bool(torch.allclose(got.float(), F.linear(x, weight, bias).float(), rtol=1e-2, atol=1e-2))
 
 
+def _best_ms(product, repeats: int = 5) -> float:
+    import time
+
+    product()
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        product()
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+@lru_cache(maxsize=None)
+def float32_packing_pays() -> bool:
+    """True when, on this machine, the packed float32 product at decode widths takes clearly less
+    time than F.linear (measured once per process, ~0.2 s): chosen by timing, not by CPU flags."""
+    if not packing_works(torch.float32):
+        return False
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(*_PROBE_SHAPE, generator=generator)
+    packed = _pack(weight)
+    plain_ms = packed_ms = 0.0
+    for rows in _PROBE_ROWS:
+        x = torch.randn(rows, _PROBE_SHAPE[1], generator=generator)
+        plain_ms += _best_ms(lambda: F.linear(x, weight))
+        packed_ms += _best_ms(lambda: _packed_product(x, packed, None))
+    return packed_ms <= _CLEAR_WIN * plain_ms
+
+
+def should_pack(layer: torch.nn.Linear) -> bool:
+    """Whether this loaded layer of a CPU model is packed (see the module's docstring)."""
+    dtype = layer.weight.dtype
+    if layer.weight.device.type != "cpu" or not packing_enabled() or not packing_works(dtype):
+        return False
+    return dtype != torch.float32 or (layer.weight.numel() >= MIN_FLOAT32_WEIGHTS and float32_packing_pays())
+
+
 def packing_enabled() -> bool:
     return os.environ.get(_ENV_SWITCH, "1") != "0"
 
@@ -86,7 +132,7 @@ def packed_layer_count(model: torch.nn.Module) -> int:
 def pack_if_loaded(model: torch.nn.Module, module_name: str) -> bool:
     """Pack the nn.Linear named `module_name` once all its tensors hold values; True if packed."""
     layer = model.get_submodule(module_name)
-    if type(layer) is not torch.nn.Linear or any(t.is_meta for t in layer.parameters()):
+    if type(layer) is not torch.nn.Linear or any(t.is_meta for t in layer.parameters()) or not should_pack(layer):
         return False
     parent_name, _, leaf = module_name.rpartition(".")
     setattr(model.get_submodule(parent_name), leaf, PackedLinear(layer))
@@ -111,7 +157,7 @@ def return_freed_memory() -> None:
 
 
 def pack_linear_layers(model: torch.nn.Module, copy_out: bool = True) -> int:
-    """Replace every nn.Linear of a CPU model in bfloat16 by a PackedLinear, where this
+    """Replace every nn.Linear of a CPU model that should_pack by a PackedLinear, where this
     build and CPU support it and the environment does not turn it off; return how many. Layers
     left empty (meta weights, as a judge's reading target leaves the layers above its head) stay.
     copy_out: give the tensors left plain their own storage, which a model loaded by transformers
@@ -122,7 +168,8 @@ def pack_linear_layers(model: torch.nn.Module, copy_out: bool = True) -> int:
     packed = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child) is torch.nn.Linear and child.weight.dtype == dtype and not child.weight.is_meta:
+            if (type(child) is torch.nn.Linear and child.weight.dtype == dtype and not child.weight.is_meta
+                    and should_pack(child)):
                 setattr(parent, name, PackedLinear(child))
                 packed += 1
     if packed and copy_out:
