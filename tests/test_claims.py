@@ -43,6 +43,7 @@ def claim_id(claim: Claim) -> str:
 
 @pytest.mark.parametrize("claim", DERIVED, ids=claim_id)
 def test_a_derived_figure_is_what_the_page_says(claim):
+    assert claim.files and all((ROOT / "results" / f).exists() for f in claim.files), f"{claim_id(claim)} names no stored file"
     assert claim.text in row_text(claim), f"the page no longer says {claim.text!r}"
     assert claim.derive() == claim.text, f"the stored files give {claim.derive()!r}, the page says {claim.text!r}"
 
