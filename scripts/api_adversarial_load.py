@@ -4,9 +4,10 @@ one, the hostile requests' answers, peak memory, and how fast the server stops o
 Starts `seed-tot api` (the tiny pair unless told otherwise) on 127.0.0.1 and a free port, then:
 1. baseline: `--clients` well-behaved clients, each sending `--requests` small requests one after
    another (a client retries a 429 after its Retry-After, as the openai client does);
-2. the same clients again while one hostile client sends, in turn: the largest request the server's
+2. the same clients again, from the moment the hostile client's first request runs until its last
+   is answered, while it sends, in turn: the largest request the server's
    budget allows, over-budget requests, a huge n_thoughts, a body that stops midway (the client goes
-   away), a request whose client goes away during its search, a 2 MB body (declared, and chunked
+   away), requests whose client goes away during the search (waiting, and reading a stream), a 2 MB body (declared, and chunked
    without a length), a body sent one byte at a time, malformed JSON, and a flood past the queue bound;
 3. SIGINT while the largest allowed request runs (time to exit); then a fresh server, the same
    request and two SIGINTs 0.5 s apart.
@@ -111,11 +112,13 @@ class Server:
 
 # --- the well-behaved clients ------------------------------------------------------------
 
-def well_behaved(url: str, client_index: int, requests: int, stop_at: float) -> list[dict]:
-    """One client's requests, one after another; each: latency, status, retries after 429."""
+def well_behaved(url: str, client_index: int, requests: int, stop_at: float, more=lambda: False) -> list[dict]:
+    """One client's requests, one after another (at least `requests`, and on while `more()`);
+    each: latency, status, retries after 429."""
     records = []
     with httpx.Client(timeout=120) as client:
-        for i in range(requests):
+        i = -1
+        while (i := i + 1) < requests or (more() and time.monotonic() < stop_at):
             question = QUESTIONS[(client_index + i) % len(QUESTIONS)].format(a=client_index + 2, b=i + 3)
             body = chat(question, seed=client_index * 100 + i)
             started, retries, status = time.monotonic(), 0, None
@@ -136,17 +139,18 @@ def well_behaved(url: str, client_index: int, requests: int, stop_at: float) -> 
     return records
 
 
-def clients_run(url: str, clients: int, requests: int, limit: float) -> dict:
+def clients_run(url: str, clients: int, requests: int, limit: float, more=lambda: False) -> dict:
     stop_at = time.monotonic() + limit
+    started = time.monotonic()
     with ThreadPoolExecutor(clients) as pool:
-        runs = list(pool.map(lambda c: well_behaved(url, c, requests, stop_at), range(clients)))
+        runs = list(pool.map(lambda c: well_behaved(url, c, requests, stop_at, more), range(clients)))
     records = [r for run in runs for r in run]
     latencies = sorted(r["seconds"] for r in records if r["answered"])
     return {"requests": len(records), "answered": len(latencies), "lost": len(records) - len(latencies),
             "retried_after_429": sum(r["retries"] for r in records),
             "p50_seconds": round(percentile(latencies, 50), 3) if latencies else None,
             "p95_seconds": round(percentile(latencies, 95), 3) if latencies else None,
-            "statuses": sorted({str(r["status"]) for r in records})}
+            "statuses": sorted({str(r["status"]) for r in records}), "seconds": round(time.monotonic() - started, 1)}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -275,6 +279,28 @@ def disconnect_mid_search(url: str, port: int, body: dict) -> dict:
             "expected": ["cancelled"]}
 
 
+def disconnect_mid_stream(url: str, port: int, body: dict) -> dict:
+    """Stream `body`, close the connection after its first chunks; seconds until its rows are out."""
+    before = health(url)
+    data = json.dumps({**body, "stream": True}).encode()
+    with socket.create_connection((HOST, port), timeout=30) as sock:
+        sock.sendall(head(port, len(data)) + data)
+        received = b""
+        while b"progress" not in received and len(received) < 1 << 16:
+            part = sock.recv(4096)
+            if not part:
+                break
+            received += part
+    closed = time.monotonic()
+    while time.monotonic() < closed + 30:
+        if health(url)["rows_cancelled"] > before["rows_cancelled"]:
+            return {"request": "disconnect mid-stream", "status": "cancelled", "ok": True, "expected": ["cancelled"],
+                    "seconds": round(time.monotonic() - closed, 3)}
+        time.sleep(0.02)
+    return {"request": "disconnect mid-stream", "status": "not cancelled", "ok": False, "seconds": None,
+            "expected": ["cancelled"]}
+
+
 def flood(url: str, requests: int) -> dict:
     """`requests` concurrent small requests: some must be refused with 429 and Retry-After, fast."""
     def one(i: int) -> dict:
@@ -323,6 +349,7 @@ def hostile(url: str, port: int, budget: int, queue_bound: int) -> list[dict]:
                     **raw_exchange(port, head(port, len(slow)), [(slow[i:i + step], 0.15) for i in range(0, len(slow), step)]),
                     "expected": [200]})
     results.append(disconnect_mid_search(url, port, {**largest, "seed": 11}))
+    results.append(disconnect_mid_stream(url, port, {**largest, "seed": 12}))
     results.append(flood(url, 2 * queue_bound + 32))
     big.join(600)
     for r in results:
@@ -404,7 +431,8 @@ def run(clients: int, requests: int, budget: int, queue_bound: int, shutdown_tim
         baseline = clients_run(server.url, clients, requests, phase_limit)
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             attack = pool.submit(hostile, server.url, server.port, budget, queue_bound)
-            under = clients_run(server.url, clients, requests, phase_limit)
+            wait_running(server.url, 1, phase_limit)  # the hostile client's largest request is in
+            under = clients_run(server.url, clients, requests, phase_limit, more=lambda: not attack.done())
             hostile_results = attack.result(phase_limit)
         peak = server.peak_rss_mib()
         health_after = server.health()

@@ -20,16 +20,17 @@ def test_a_hostile_client_costs_the_others_no_answer_and_the_server_still_stops(
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["baseline"]["lost"] == 0 and result["with_hostile"]["lost"] == 0
-    assert result["with_hostile"]["answered"] == 8
+    assert result["with_hostile"]["answered"] == result["with_hostile"]["requests"] >= 8
     hostile = {r["request"]: r for r in result["hostile"]}
     assert all(r["ok"] for r in hostile.values()), hostile
     assert hostile["largest allowed"]["status"] == 200  # the budget's own bound lets it in
-    refusals = [r for name, r in hostile.items() if r["status"] in (400, 413)]
-    assert len(refusals) == 7 and all(r["seconds"] < 0.1 for r in refusals), refusals
+    # refused in milliseconds on a quiet machine; the bounds leave room for a busy one's scheduling
+    refusals = sorted(r["seconds"] for r in hostile.values() if r["status"] in (400, 413))
+    assert len(refusals) == 7 and refusals[3] < 0.1 and refusals[-1] < 0.5, hostile
     assert {hostile[n]["code"] for n in hostile if n.startswith("over budget")} == {"over_budget"}
     flood = next(r for name, r in hostile.items() if name.startswith("flood"))
-    assert flood["retry_after_sent"] and flood["seconds"] < 0.1  # the median 429
-    assert hostile["disconnect mid-search"]["status"] == "cancelled"
+    assert flood["retry_after_sent"] and flood["seconds"] < 0.25, flood  # the median 429 of a burst
+    assert hostile["disconnect mid-search"]["status"] == hostile["disconnect mid-stream"]["status"] == "cancelled"
     assert result["tracebacks_in_log"] == 0
     assert result["sigint_once"]["exit_code"] == 0 and result["sigint_once"]["exit_seconds"] < SHUTDOWN + 5
     assert result["sigint_twice"]["exit_seconds"] < 0.5 + 5
