@@ -210,22 +210,43 @@ def applicable_actions(domain: Domain, objects: tuple[str, ...], state: State) -
     return result
 
 
+@dataclass(frozen=True)
+class SearchResult:
+    plan: list[Action] | None  # an optimal plan, None when none was found within the limits
+    expanded: int  # states whose legal actions were simulated
+    generated: int  # successor states the simulator produced (repeated positions included)
+    capped: bool  # the search stopped at `max_expanded` before the queue ran out
+
+
+def breadth_first_search(domain: Domain, objects: tuple[str, ...], start: State, goal: frozenset[Fact],
+                         limit: int = 12, max_expanded: int | None = None) -> SearchResult:
+    """Breadth-first search over the legal actions (`applicable_actions`), each position entered once:
+    the first plan reaching the goal is a shortest one. Stops without a plan when no plan has at most
+    `limit` steps, or after expanding `max_expanded` states (`capped`)."""
+    frontier: deque[tuple[State, tuple[Action, ...]]] = deque([(start, ())])
+    seen = {start}
+    expanded = generated = 0
+    while frontier:
+        state, plan = frontier.popleft()
+        if goal <= state:
+            return SearchResult(list(plan), expanded, generated, False)
+        if len(plan) == limit:
+            continue
+        if max_expanded is not None and expanded >= max_expanded:
+            return SearchResult(None, expanded, generated, True)
+        expanded += 1
+        for action, next_state in applicable_actions(domain, objects, state):
+            generated += 1
+            if next_state not in seen:
+                seen.add(next_state)
+                frontier.append((next_state, (*plan, action)))
+    return SearchResult(None, expanded, generated, False)
+
+
 def shortest_plan(domain: Domain, objects: tuple[str, ...], start: State, goal: frozenset[Fact],
                   limit: int = 12) -> list[Action] | None:
     """An optimal plan by breadth-first search (None when none has at most `limit` steps).
 
     Exponential in general; meant for the small instances of tests and demonstrations.
     """
-    frontier: deque[tuple[State, tuple[Action, ...]]] = deque([(start, ())])
-    seen = {start}
-    while frontier:
-        state, plan = frontier.popleft()
-        if goal <= state:
-            return list(plan)
-        if len(plan) == limit:
-            continue
-        for action, next_state in applicable_actions(domain, objects, state):
-            if next_state not in seen:
-                seen.add(next_state)
-                frontier.append((next_state, (*plan, action)))
-    return None
+    return breadth_first_search(domain, objects, start, goal, limit).plan
