@@ -388,6 +388,46 @@ def blind_difference() -> str:
     return f"{points(row['model_minus_blind'])} points [{points(low)}, {points(high)}]"
 
 
+PLAIN_BFS = "blocksworld-plain-bfs/plain_bfs.json"
+GUIDED_80 = ("blocksworld-41-60/mcts-choose", "blocksworld-61-80/mcts-choose", "blocksworld-blind/step8/mcts-choose",
+             "blocksworld-blind/step8/mcts-choose-11-40")
+
+
+def plain_bfs_rows() -> list[dict]:
+    """scripts/blocksworld_plain_bfs.py's instances, in its order (the order its bootstrap pairs them)."""
+    return [row for block in stored_json(PLAIN_BFS)["ranges"] for row in block["instances"]]
+
+
+def plain_bfs_solved() -> str:
+    """Solved instances of the stored plain BFS, each plan re-checked with the task's simulator."""
+    from seed_tot_tasks.blocksworld import BlocksworldTask
+    from seed_tot_tasks.pddl import parse_pddl_action
+
+    task = BlocksworldTask()
+    problems = {p.id: p for block in stored_json(PLAIN_BFS)["ranges"] for p in task.load(ROOT / block["data"])}
+    rows = plain_bfs_rows()
+    valid = [r for r in rows if r["plan"] is not None
+             and task.check(problems[r["problem_id"]], [parse_pddl_action(a) for a in r["plan"]]).valid]
+    optimal = all(len(r["plan"]) == len(problems[r["problem_id"]].gold) for r in valid)
+    return f"{len(valid)}/{len(rows)} solved, every plan optimal" if optimal else f"{len(valid)}/{len(rows)} solved"
+
+
+def plain_bfs_seconds() -> str:
+    rows = plain_bfs_rows()
+    return f"in {sum(r['seconds'] for r in rows):.1f} s of search for the {len(rows)}"
+
+
+def plain_bfs_against_guided() -> str:
+    _scripts_on_path()
+    from blocksworld_blind import outcomes
+
+    guided = outcomes([RESULTS / f for f in GUIDED_80])
+    rows = plain_bfs_rows()
+    differences = [float(r["solved"]) - float(guided[r["problem_id"]].solved) for r in rows]
+    return (f"against {sum(guided[r['problem_id']].solved for r in rows)}/{len(rows)} for the model-guided tree "
+            f"({paired_interval(differences)})")
+
+
 JUDGE_VALUES = ("the judge's value of each chain is not stored (its features are in runs/value-gsm8k-s13, "
                 "which does not ship): only the aggregate report is, and re-reading needs the target model")
 BLIND_SEEDS = "17 of the blind tree's 20 seeds are in runs/blocksworld-blind-seeds, which does not ship; results/ holds 3"
@@ -397,6 +437,7 @@ README_ROWS = {
     "gsm8k161": "GSM8K, fresh test problems 161-220",
     "bw": "Blocksworld instances 41-60",
     "blind": "how much of that is the model's",
+    "bfs": "the simulator's plain breadth-first search over legal moves",
     "expansion": "one tree expansion (3 thoughts)",
     "twelve": "12 GSM8K problems searched together",
     "engines": "the in-process default against a tuned llama.cpp server",
@@ -430,6 +471,10 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(README, R["blind"], "blind with 30 / 100 iterations solves 33/40 / 27/40", blind_more_iterations,
           ("blocksworld-blind/iterations-30", "blocksworld-blind/step8/mcts-blind-iterations-100",
            "blocksworld-blind/step8/mcts-blind-iterations-100-11-40")),
+    Claim(README, R["bfs"], "80/80 solved, every plan optimal", plain_bfs_solved, (PLAIN_BFS,)),
+    Claim(README, R["bfs"], "in 3.4 s of search for the 80", plain_bfs_seconds, (PLAIN_BFS,)),
+    Claim(README, R["bfs"], "against 43/80 for the model-guided tree (+46.2 points [+35.0, +57.5])",
+          plain_bfs_against_guided, (PLAIN_BFS, *GUIDED_80)),
     Claim(README, R["expansion"], "4.66x (T 0.2), 2.90x (T 1.0)", one_expansion,
           ("bench_executors_all_methods/bench_executors.json",)),
     Claim(README, R["twelve"], "2.18-2.59x tokens/s", twelve_problems,
