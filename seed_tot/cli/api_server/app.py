@@ -111,7 +111,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
     async def health(request: Request) -> Response:
         driver = service.driver
         return JSONResponse({"status": "ok", "running": len(driver.running), "queued": driver.queued,
-                             "completed": driver.completed, "rows": driver.rows,
+                             "completed": driver.completed, "cancelled": driver.cancelled, "rows": driver.rows,
                              "rows_cancelled": driver.rows_cancelled, "method": service.config.method})
 
     def _trace_path(trace_id: str):

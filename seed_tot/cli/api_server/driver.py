@@ -121,6 +121,7 @@ class TreeDriver:
         self.running: list[Job] = []
         self.completed = 0
         self.rows_cancelled = 0  # requests of cancelled or failed trees taken out of the session unfinished
+        self.cancelled = 0  # trees cancelled before they were finished
         self._session = None
         self._stopped = threading.Event()
         if not own_thread:
@@ -371,6 +372,8 @@ class TreeDriver:
         self._notify(job, exc)
 
     def _drop(self, job: Job) -> None:
+        if not job.finished:
+            self.cancelled += 1
         self._forget(job)
         self._notify(job, DriverClosed("The request was cancelled."))
 
