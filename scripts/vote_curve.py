@@ -138,7 +138,7 @@ def build(pools: tuple[str, ...] = POOLS, report_paths: tuple[str, ...] = REPORT
 LABELS = {"results/heldout-gsm8k-43-100/cot-pool": "held-out 43-100 (58 problems, 16 samples)",
           "results/heldout-gsm8k-101-160/cot-pool": "held-out 101-160 (60 problems, 8 samples)",
           "results/heldout-gsm8k-161-220/cot-pool": "fresh 161-220 (60 problems, 8 samples)",
-          "all": "all three (178 problems, K up to 8)"}
+          "all": "all three (178 problems; K as far as every pool has chains)"}
 
 
 def plot(curve: dict, path: Path) -> None:
