@@ -4,8 +4,8 @@ one, the hostile requests' answers, peak memory, and how fast the server stops o
 Starts `seed-tot api` (the tiny pair unless told otherwise) on 127.0.0.1 and a free port, then:
 1. baseline: `--clients` well-behaved clients, each sending `--requests` small requests one after
    another (a client retries a 429 after its Retry-After, as the openai client does);
-2. the same clients again, from the moment the hostile client's first request runs until its last
-   is answered, while it sends, in turn: the largest request the server's
+2. the same clients again, from the moment the hostile client's first request runs until the last of
+   its quick ones is answered, while it sends, in turn: the largest request the server's
    budget allows, over-budget requests, a huge n_thoughts, a body that stops midway (the client goes
    away), requests whose client goes away during the search (waiting, and reading a stream), a 2 MB body (declared, and chunked
    without a length), a body sent one byte at a time, malformed JSON, and a flood past the queue bound;
@@ -332,13 +332,10 @@ def hostile(url: str, port: int, budget: int, queue_bound: int) -> list[dict]:
     """The hostile client's requests in turn (run in a process of its own, so that its timings are
     not the well-behaved clients' threads' to share)."""
     largest, over = largest_allowed(budget)
-    bound = largest.pop("bound")
+    largest.pop("bound")
     client().get(url + "/health")  # connect once before any timing
     results = []
-    big = threading.Thread(target=lambda: results.append({**timed_post(url, largest, (200,), "largest allowed"),
-                                                          "bound": bound}))
-    big.start()
-    wait_running(url)
+    wait_running(url)  # the largest allowed request (sent by the caller) is being grown
     results.append(timed_post(url, over, (400,), "over budget (max_tokens one more)"))
     results.append(timed_post(url, chat("What is 2 plus 2?", n=8, max_tokens=8192), (400,), "over budget (n=8, max_tokens=8192)"))
     results.append(timed_post(url, chat("What is 2 plus 2?", seed_tot={"n_thoughts": 200000}), (400,), "n_thoughts 200000"))
@@ -364,11 +361,9 @@ def hostile(url: str, port: int, budget: int, queue_bound: int) -> list[dict]:
         "Count to one hundred.", model="gsm8k/bfs", max_tokens=256, temperature=1.0, seed=12,
         seed_tot={"n_thoughts": 4, "depth": 3}))))
     results.append(flood(url, 2 * queue_bound + 32))
-    big.join(600)
     for r in results:
         r.setdefault("ok", r["status"] in r["expected"])
-    order = ["largest allowed"]
-    return sorted(results, key=lambda r: r["request"] not in order)
+    return results
 
 
 def sigint_during_largest(server: Server, budget: int, signals: list[float], limit: float) -> dict:
@@ -442,11 +437,21 @@ def run(clients: int, requests: int, budget: int, queue_bound: int, shutdown_tim
     server = Server(args, logs / "server.log")
     try:
         baseline = clients_run(server.url, clients, requests, phase_limit)
+        largest, _ = largest_allowed(budget)
+        bound = largest.pop("bound")
+        big: list[dict] = []
+        sender = threading.Thread(target=lambda: big.append(
+            {**timed_post(server.url, largest, (200,), "largest allowed"), "bound": bound}), daemon=True)
+        sender.start()
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             attack = pool.submit(hostile, server.url, server.port, budget, queue_bound)
-            wait_running(server.url, 1, phase_limit)  # the hostile client's largest request is in
+            wait_running(server.url, 1, phase_limit)  # the largest allowed request is in
             under = clients_run(server.url, clients, requests, phase_limit, more=lambda: not attack.done())
             hostile_results = attack.result(phase_limit)
+        sender.join(phase_limit)
+        hostile_results.insert(0, big[0] if big else {
+            "request": "largest allowed", "status": f"not answered within {phase_limit:g} s", "ok": False,
+            "seconds": None, "expected": [200], "bound": bound})
         peak = server.peak_rss_mib()
         health_after = server.health()
         once = sigint_during_largest(server, budget, [0.0], shutdown_timeout + 30)
