@@ -189,6 +189,7 @@ class ProblemRecord:
     parse_failures: int
     trace_path: str
     extra: dict = field(default_factory=dict)  # task-specific scores, e.g. coherency
+    finished_after_s: float | None = None  # seconds from the run's first request to this answer
 
 
 def finished_ids(results_path: Path) -> set[str]:

@@ -105,3 +105,19 @@ def test_llama_cpp_prompts_equal_the_in_process_prompts(peers):
         assert got["config"] == request.config.model_dump(mode="json")
     temperatures = sorted(r["config"]["temperature"] for r in sent)
     assert temperatures == [0.0, 0.0] + [0.7] * 8
+
+
+@pytest.mark.slow
+def test_bench_peers_is_the_same_harness_as_a_command(tmp_path):
+    out = tmp_path / "peers"
+    command = [sys.executable, "-m", "seed_tot", "bench", "--peers", "--tiny", "--limit", "1", "--concurrency", "1",
+               "--threads", "1", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [row["system"] for row in summary["systems"]] == ["a", "b"]
+    assert summary["cpu"]["model"] and summary["threads"] == 1 and summary["concurrency"] == 1
+    for row in summary["systems"]:
+        assert row["problems"] == 1 and row["problems_per_hour"] > 0
+        assert 0 < row["first_answer_s"] <= row["run_wall_s"]
+    assert "problems/hour" in (out / "summary.md").read_text()

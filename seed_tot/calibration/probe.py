@@ -1,5 +1,8 @@
-"""Time one path: `width` sampled requests of one short prompt, a few new tokens each, through the
-executor a run would use (prompt sharing, lookup drafts and all), after a warm-up request."""
+"""Time one path: `width` sampled requests of one short prompt, NEW_TOKENS new tokens each, decoded
+plainly (no speculation) after a warm-up request: in process by the batched executor in the path's
+dtype, or by llama.cpp's server with one slot per request. Plain decoding on both sides compares
+what the paths' kernels do at the run's width; speculation's gain depends on the text, which a
+short probe cannot know."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from seed_tot.requests import Executor, GenerationRequest
 PROBE_MESSAGE = ("A baker fills 14 trays with 9 rolls each and sells 47 rolls before noon. "
                  "How many rolls are left? Think step by step.")
 NEW_TOKENS = 8
+PROBE_METHOD = "batched"  # the in-process paths' plain batched decoding (a run uses its method's drafts on top)
 SAMPLING = {"temperature": 0.7, "top_p": 0.95}  # the thoughts' and chains' sampling
 
 
@@ -69,7 +73,7 @@ def time_in_process(target: str, path: Path, width: int, device: str = "cpu") ->
     started = time.perf_counter()
     runner = load_model(target, dtype=path.dtype, device=device, int8=path.int8)
     load_seconds = time.perf_counter() - started
-    executor = make_executor(path.method, runner)
+    executor = make_executor(PROBE_METHOD, runner)
     try:
         prompt_ids = PromptFormatter(runner.tokenizer).encode(PROBE_MESSAGE)
         tokens, seconds = time_executor(executor, prompt_ids, width)

@@ -18,7 +18,10 @@ DEFAULT_METHODS = "ar,sd,seed,batched,batched-sd,hf-generate,hf-assisted"
 @click.option("--methods", default=DEFAULT_METHODS, show_default=True, help="Comma-separated methods (speculative ones run once per --k-configs entry; hf-generate / hf-assisted are transformers peers).")
 @click.option("--k-configs", default="1,1,1;2,2,1", show_default=True, help="Semicolon-separated token-tree shapes for the speculative methods.")
 @click.option("--temperatures", default="0.2,1.0", show_default=True, help="Comma-separated thought temperatures.")
-@click.option("--limit", type=int, default=1, show_default=True, help="Problems per task.")
+@click.option("--peers", is_flag=True, help="Instead of the methods table: GSM8K's default (chains voting, plain vote) against a tuned llama.cpp server doing the same work on the same problems, one after the other, with this machine's CPU and both sides' threads, slots, concurrency and dtype recorded (OUT/summary.md); takes --limit, --start, --concurrency, --systems, --threads, --tiny, --out.")
+@click.option("--systems", default="a,b", show_default=True, help="--peers: a = seed-tot gsm8k (default path), b = tuned llama.cpp server, c = --method llama-cpp, d = hf-generate, e = --int8.")
+@click.option("--concurrency", type=int, default=16, show_default=True, help="--peers: problems at once, the same for every system (16: the CLI's default).")
+@click.option("--limit", type=int, default=None, help="Problems per task (default 1; with --peers 20).")
 @click.option("--start", type=int, default=0, show_default=True, help="Index of the first problem of each task.")
 @click.option("--thoughts", "n_thoughts", type=int, default=3, show_default=True, help="Thoughts per state (n).")
 @click.option("--depth", type=int, default=None, help="Tree depth for every task (default: each task's paper depth).")
@@ -30,9 +33,16 @@ DEFAULT_METHODS = "ar,sd,seed,batched,batched-sd,hf-generate,hf-assisted"
 @click.option("--threads", type=int, default=None, help="torch threads in this process.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--method-option", "method_options", multiple=True, metavar="NAME=VALUE", help="A setting for every row whose method has it, repeatable, e.g. --method-option checkpoint=runs/bita/bita.safetensors for bita.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench_out", show_default=True, help="Where bench.md, bench.json and the plots go.")
-def bench(tasks, methods, k_configs, temperatures, limit, start, n_thoughts, depth, max_new_tokens, target, draft, tiny, dtype, threads, seed, method_options, out_dir):
-    """Run every method on the same problems; print and write tokens/s and speedup over AR."""
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench_out", show_default=True, help="Where bench.md, bench.json and the plots go (--peers: OUT/<system>/ and OUT/summary.*).")
+def bench(peers, systems, concurrency, tasks, methods, k_configs, temperatures, limit, start, n_thoughts, depth, max_new_tokens, target, draft, tiny, dtype, threads, seed, method_options, out_dir):
+    """Run every method on the same problems; print and write tokens/s and speedup over AR.
+    With --peers: the default against a tuned llama.cpp server on the same GSM8K problems."""
+    if peers:
+        from seed_tot.cli.bench_peers import run_peers
+
+        run_peers(None, start, limit or 20, systems, None, concurrency, threads, out_dir, tiny, force=False)
+        return
+    limit = limit or 1
     import torch
 
     from seed_tot.bench import (

@@ -55,12 +55,13 @@ def keep_problem(task_name: str, config: RunConfig, out: Path, result, trace, ex
     problem = result.problem
     trace_path = write_trace(out / "traces" / f"{problem.id}.json", trace)
     record = _record(task_name, config, result, trace_path, extra)
+    record.finished_after_s = round(time.perf_counter() - run_started, 2)
     append_record(out / "results.jsonl", record)
     verdict = {True: "correct", False: "wrong", None: f"score {record.score:.2f}"}[result.correct]
     tqdm.write(
         f"[{problem.id}] answer={result.answer!r} gold={problem.gold!r} {verdict} | "
         f"{record.new_tokens} tokens, {record.wall_seconds:.1f} s in executor calls "
-        f"({time.perf_counter() - run_started:.1f} s since start) | trace {trace_path}",
+        f"({record.finished_after_s:.1f} s since start) | trace {trace_path}",
         file=sys.stdout,
     )
 

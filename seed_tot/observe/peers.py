@@ -133,8 +133,9 @@ def markdown_table(rows: list[dict], problems: int | None = None) -> str:
     """The summary table: one line per system. A system that answered fewer than `problems`
     problems is marked, and a line under the table says so: its totals cover fewer problems."""
     lines = [
-        "| system | wall s (run / process) | new tokens | tokens/s | correct | peak RSS MiB | threads | slots | load before / after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| system | wall s (run / process) | new tokens | tokens/s | problems/hour | first answer s | correct | peak RSS MiB "
+        "| threads | slots | load before / after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def num(value, fmt="{:.1f}"):
@@ -147,7 +148,8 @@ def markdown_table(rows: list[dict], problems: int | None = None) -> str:
             correct += f" {FEWER_MARK}"
         lines.append(
             f"| {row['system']}: {row.get('label', '')} | {num(row.get('run_wall_s'))} / {num(row.get('process_wall_s'))} "
-            f"| {num(row.get('new_tokens'), '{:,}')} | {num(row.get('tokens_per_s'), '{:.2f}')} | {correct} "
+            f"| {num(row.get('new_tokens'), '{:,}')} | {num(row.get('tokens_per_s'), '{:.2f}')} "
+            f"| {num(row.get('problems_per_hour'))} | {num(row.get('first_answer_s'))} | {correct} "
             f"| {num(row.get('peak_rss_mib'), '{:,.0f}')} | {num(row.get('threads'), '{}')} | {num(row.get('slots'), '{}')} | {load} |"
         )
     if any(ran_on_fewer(row, problems) for row in rows):

@@ -1,0 +1,422 @@
+"""Compare engines fairly: the same GSM8K problems, the same chains and prompts, one system at a time.
+
+The work is GSM8K's CLI default chains (self-consistency): per problem the target's greedy chain of
+thought and 4 sampled ones (temperature/top-p of the thoughts, one seed per request), voting plainly
+(`--vote-weight leaf`: the default's learned judge runs beside the engine, not in it). Systems:
+
+  a  `seed-tot gsm8k` with its defaults (the in-process batched-lookup executor)
+  b  llama.cpp's server from the xllamacpp wheel, started here and tuned for the work (slots = rows in
+     flight = problems at once x chains, threads = cores available, prompt cache on, context per slot
+     = longest prompt + the chain budget), fed by a small client in this script: the requests are the
+     ones the package's own search asks for (same prompt token ids, seeds, temperatures, top-p, token
+     budget, stop strings), and the answer comes from the package's vote
+  c  `seed-tot gsm8k --method llama-cpp --server-parallel <rows in flight>`
+  d  `seed-tot gsm8k --method hf-generate`: transformers' generate() on the in-process target, one
+     request after another (the usual baseline; slow: --generate-limit N runs it on the first N
+     problems only, and the summary marks it)
+  e  `seed-tot gsm8k --int8`: a with the target's linear layers int8 (lossy: its chains may differ)
+
+Each system runs alone in a child process, measured from outside: wall seconds, peak RSS of its
+process tree (llama.cpp's server included), load average before and after. Writes OUT/<system>/
+(the run's files, log.txt, measure.json), OUT/summary.json and OUT/summary.md.
+
+    seed-tot bench --peers --limit 20 --concurrency 16 --out runs/peers      # the default against llama.cpp
+    seed-tot bench --peers --limit 10 --systems a,b,c,d --generate-limit 2 --out runs/engine-peers
+    seed-tot bench --peers --tiny --limit 2 --threads 1 --out peers-smoke   # smoke test
+
+(scripts/engine_peers.py runs the same harness, for the commands stored with earlier results.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from seed_tot.observe.peers import cores_available, markdown_table, run_measured, solve_concurrently
+from seed_tot.records import cpu_facts, portable_command, portable_path, read_stored_text, stored_files
+
+SYSTEMS = {
+    "a": "seed-tot gsm8k (in-process default)",
+    "b": "llama.cpp server, tuned, harness client",
+    "c": "seed-tot gsm8k --method llama-cpp",
+    "d": "seed-tot gsm8k --method hf-generate (transformers generate())",
+    "e": "seed-tot gsm8k --int8 (in-process, int8 linear layers: lossy)",
+}
+
+
+# ---------------------------------------------------------------- the run settings every system shares
+
+def cli_args(spec: dict, limit: int | None = None) -> list[str]:
+    """The `seed-tot gsm8k` arguments that pick the problems (the first `limit` of them, default
+    all), models and shared knobs."""
+    args = ["--data", spec["data"], "--start", str(spec["start"]), "--limit", str(limit or spec["limit"]),
+            "--concurrency", str(spec["concurrency"]), "--threads", str(spec["threads"]),
+            "--vote-weight", "leaf"]  # the plain vote everywhere: the learned judge is no engine's, so a and b do the same work
+    return args + (["--tiny"] if spec["tiny"] else [])
+
+
+def plan_for(spec: dict, method: str, out: Path):
+    """The run `seed-tot gsm8k <cli_args> --method METHOD --out OUT` would make (task, search, its
+    config, the problems), parsed by the CLI's own command so the defaults are the CLI's."""
+    from seed_tot.cli.run_config import RunConfig
+    from seed_tot.cli.task_run import plan_run
+    from seed_tot.cli.tasks import gsm8k
+
+    context = gsm8k.make_context("gsm8k", [*cli_args(spec), "--method", method, "--out", str(out)])
+    params = {k: v for k, v in context.params.items() if k != "print_config"}
+    return plan_run("gsm8k", RunConfig(**params))
+
+
+def chain_settings(search_config) -> dict:
+    """What every system decodes per problem: the chains' count, settings and seeds."""
+    from seed_tot.search.base import cot_requests
+
+    requests = cot_requests([0], search_config, "PROBLEM")
+    return {
+        "search": "self-consistency",
+        "chains": len(requests),
+        "per_chain": [request.config.model_dump(mode="json") for request in requests],
+        "run_seed": search_config.seed,
+        "seed_rule": "request_seed(run seed, problem id, 0, 'cot', chain index) (seed_tot/reasoning/request_seeds.py)",
+        "vote": search_config.vote,
+        "vote_weight": search_config.vote_weight,
+    }
+
+
+def default_data() -> Path:
+    from seed_tot_tasks import get_task
+
+    return Path(get_task("gsm8k").default_data_path)
+
+
+def target_name(spec: dict) -> str:
+    return "tiny-target" if spec["tiny"] else "default-target"
+
+
+# ---------------------------------------------------------------- system b: tuned llama.cpp + small client
+
+class LlamaClient:
+    """One /completion request per GenerationRequest: token-id prompt, the package's sampler body
+    (top-p then temperature, every other sampler neutral; seeded), results cut by the package's stop rule."""
+
+    def __init__(self, url: str, tokenizer, log: list):
+        from seed_tot.engines.server_executor import _eos_ids
+
+        self.url, self.tokenizer, self.log = url, tokenizer, log
+        self.eos_ids = _eos_ids(tokenizer)
+
+    def generate(self, request):
+        import urllib.request
+
+        from seed_tot.decoding.token_sink import TokenSink, stop_rule
+        from seed_tot.engines import llama_api
+        from seed_tot.requests import GenerationResult, GenerationStats
+
+        body = llama_api.completion_body(request)
+        started = time.perf_counter()
+        http = urllib.request.Request(self.url + llama_api.PATH, data=json.dumps(body).encode(),
+                                      headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(http, timeout=3600) as answer:
+            reply = json.loads(answer.read())
+        seconds = time.perf_counter() - started
+        tokens, reason = llama_api.reply_tokens(reply), llama_api.finish_reason(reply)
+        if reason == "eos" and not request.config.ignore_eos and (not tokens or tokens[-1] not in self.eos_ids):
+            tokens.append(min(self.eos_ids))  # the server drops EOS; the project's decoders keep it
+        sink = TokenSink(stop_rule(request.config, self.eos_ids,
+                                   lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)))
+        sink.extend(tokens)
+        stats = GenerationStats(new_tokens=len(sink.token_ids), target_forwards=len(sink.token_ids),
+                                wall_seconds=seconds, cached_prompt_tokens=llama_api.cached_prompt_tokens(reply))
+        self.log.append({
+            "request_id": request.request_id, "seed": request.seed, "config": request.config.model_dump(mode="json"),
+            "prompt_text": self.tokenizer.decode(request.prompt_ids, skip_special_tokens=False),
+            "prompt_ids": list(request.prompt_ids), "new_tokens": len(sink.token_ids),
+            "finish_reason": sink.finish_reason or reason, "seconds": round(seconds, 3),
+            "cache_n": stats.cached_prompt_tokens, "timings": reply.get("timings"),
+        })
+        return GenerationResult(request.request_id, sink.token_ids,
+                                self.tokenizer.decode(sink.token_ids, skip_special_tokens=True),
+                                sink.finish_reason or reason, stats)
+
+
+def worker_b(spec: dict, out: Path) -> dict:
+    import xllamacpp
+
+    from seed_tot.engines.connect import file_sha256
+    from seed_tot.engines.embedded import LlamaServer, LlamaServerSettings
+    from seed_tot.engines.setup import gguf_path, slot_context, tokenizer_for
+    from seed_tot.reasoning.prompting import PromptFormatter
+
+    plan = plan_for(spec, "llama-cpp", out / "run")
+    tokenizer = tokenizer_for(target_name(spec))
+    formatter = PromptFormatter(tokenizer)
+    search = plan.search_cls(plan.task, None, formatter, plan.search_config)
+    chains = chain_settings(plan.search_config)
+    rows = min(spec["concurrency"], len(plan.todo)) * chains["chains"]
+    budget = max(c["max_new_tokens"] for c in chains["per_chain"])
+    longest = max(len(formatter.encode(plan.task.cot_prompt(p))) for p in plan.todo)
+    ctx_per_slot = slot_context(longest + budget)
+    model_file = gguf_path(target_name(spec))
+    settings = LlamaServerSettings(model_file, slots=rows, ctx_per_slot=ctx_per_slot, threads=spec["threads"])
+    log: list[dict] = []
+    records = []
+    loading = time.perf_counter()
+    with LlamaServer(settings) as server:
+        load_s = time.perf_counter() - loading
+        client = LlamaClient(server.url, tokenizer, log)
+        started = time.perf_counter()
+        for result in solve_concurrently(search.steps, plan.todo, client.generate, spec["concurrency"], rows):
+            records.append(problem_record(result, time.perf_counter() - started))
+        run_wall = time.perf_counter() - started
+    write_jsonl(out / "results.jsonl", records)
+    write_jsonl(out / "requests.jsonl", sorted(log, key=lambda r: r["request_id"]))
+    return totals(records, run_wall, load_s) | {
+        "method": "llama.cpp server (xllamacpp) + harness client", "dtype": "gguf",
+        "concurrency": spec["concurrency"], "threads": spec["threads"], "slots": rows,
+        "knobs": {"xllamacpp": xllamacpp.__version__, "model_file": model_file, "model_sha256": file_sha256(model_file),
+                  "ctx_per_slot": ctx_per_slot, "slots": rows, "threads": spec["threads"], "cont_batching": True,
+                  "cache_prompt": True, "prompt_ids_sent": True, "server_defaults": server_defaults(),
+                  "sampler": "seed_tot.engines.llama_api.completion_body (top_p then temperature, others neutral)"},
+        "chains": chains,
+    }
+
+
+def server_defaults() -> dict:
+    """llama.cpp settings this harness leaves at the wheel's defaults (recorded, not chosen)."""
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    return {name: getattr(params, name, None) for name in ("n_batch", "n_ubatch", "cache_ram_mib", "n_cache_reuse", "kv_unified")}
+
+
+# ---------------------------------------------------------------- records shared by the workers
+
+def problem_record(result, since_start: float) -> dict:
+    selection = result.selection
+    return {
+        "problem_id": result.problem.id, "answer": result.answer, "gold": str(result.problem.gold),
+        "correct": bool(result.correct), "new_tokens": result.metrics.new_tokens,
+        "votes": selection.votes if selection else None, "cot_answer": selection.cot_answer if selection else None,
+        "finished_after_s": round(since_start, 2),
+    }
+
+
+def totals(records: list[dict], run_wall: float, load_s: float) -> dict:
+    tokens = sum(r["new_tokens"] for r in records)
+    return {"per_problem": [{k: r[k] for k in ("problem_id", "answer", "gold", "correct", "new_tokens")} for r in records],
+            "problems": len(records), "correct": sum(r["correct"] for r in records), "new_tokens": tokens,
+            "run_wall_s": round(run_wall, 2), "load_s": round(load_s, 2),
+            "tokens_per_s": round(tokens / run_wall, 2) if run_wall > 0 else None,
+            **answer_pace(len(records), run_wall, [r.get("finished_after_s") for r in records])}
+
+
+def answer_pace(problems: int, run_wall: float | None, finished_after: list[float | None]) -> dict:
+    """Problems answered per hour over the run, and seconds from the first request to the first answer."""
+    known = [t for t in finished_after if t is not None]
+    return {"problems_per_hour": round(problems / run_wall * 3600, 1) if run_wall else None,
+            "first_answer_s": min(known) if known else None}
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+# ---------------------------------------------------------------- systems a and c: the CLI as a child
+
+def read_cli_run(run_dir: Path) -> dict:
+    """Totals of a `seed-tot gsm8k` run from its results.jsonl, runs.jsonl and first trace."""
+    results = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line.strip()]
+    runs = [json.loads(line) for line in (run_dir / "runs.jsonl").read_text().splitlines() if line.strip()]
+    last = runs[-1] if runs else {}
+    tokens = sum(r["new_tokens"] for r in results)
+    engine, config = None, {}
+    traces = stored_files(run_dir / "traces", "*.json", recursive=False)
+    if traces:
+        config = json.loads(read_stored_text(traces[0])).get("config", {})
+        engine = config.get("engine")
+    wall = last.get("wall_seconds")
+    return {
+        "per_problem": [{k: r.get(k) for k in ("problem_id", "answer", "gold", "correct", "new_tokens")} for r in results],
+        "problems": len(results), "correct": sum(bool(r["correct"]) for r in results), "new_tokens": tokens,
+        "run_wall_s": wall, "tokens_per_s": round(tokens / wall, 2) if wall else None,
+        **answer_pace(len(results), wall, [r.get("finished_after_s") for r in results]),
+        "method": last.get("method"), "dtype": last.get("dtype"), "concurrency": last.get("concurrency"),
+        "driver_peak_rss_mib": last.get("peak_rss_mib"), "engine": engine,
+        "executor_settings": {k: v for k, v in config.items() if k not in ("engine",)} if config else None,
+    }
+
+
+CLI_SYSTEMS = ("a", "c", "d", "e")  # systems that are a `seed-tot gsm8k` run
+
+
+def cli_command(spec: dict, system: str, out: Path) -> list[str]:
+    limit = spec.get("generate_limit") if system == "d" else None
+    command = [sys.executable, "-m", "seed_tot", "gsm8k", *cli_args(spec, limit), "--out", str(out / "run")]
+    if system == "c":
+        command += ["--method", "llama-cpp", "--server-parallel", str(spec["rows"])]
+    if system == "d":
+        command += ["--method", "hf-generate"]
+    if system == "e":
+        command += ["--int8"]
+    return command
+
+
+# ---------------------------------------------------------------- the harness
+
+def run_system(system: str, spec: dict, out_root: Path) -> dict:
+    out = out_root / system
+    out.mkdir(parents=True)
+    if system in CLI_SYSTEMS:
+        command = cli_command(spec, system, out)
+    else:
+        # the worker runs in the working directory: the data file named from there
+        (out / "spec.json").write_text(json.dumps({**spec, "data": portable_path(spec["data"])}, indent=1))
+        command = [sys.executable, "-m", "seed_tot.cli.bench_peers", "--worker", system, "--out", str(out)]
+    click.echo(f"[{system}] {SYSTEMS[system]}: {shlex.join(command)}")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    measured = run_measured(command, out / "log.txt", env=env)
+    row = {"system": system, "label": SYSTEMS[system], "command": portable_command(command), **measured}
+    try:
+        if measured["returncode"] != 0:
+            raise RuntimeError(f"exit code {measured['returncode']}")
+        if system in CLI_SYSTEMS:
+            found = read_cli_run(out / "run")
+            found["threads"] = (found.get("engine") or {}).get("threads", spec["threads"])
+            found["slots"] = (found.get("engine") or {}).get("slots") if system == "c" else None
+            found["chains"] = spec["chains"]
+        else:
+            found = json.loads((out / "worker.json").read_text())
+        row.update(found)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        row["error"] = str(exc)
+        row["log_tail"] = (out / "log.txt").read_text(errors="replace")[-2000:]
+        click.echo(f"[{system}] failed ({exc}); see {out / 'log.txt'}", err=True)
+    (out / "measure.json").write_text(json.dumps(row, indent=1))
+    click.echo(f"[{system}] {row.get('correct')}/{row.get('problems')} correct, {row.get('new_tokens')} tokens, "
+               f"run {row.get('run_wall_s')} s, process {row['process_wall_s']} s, peak RSS {row['peak_rss_mib']} MiB")
+    return row
+
+
+def answers_table(rows: list[dict], problem_ids: list[str]) -> list[str]:
+    """Markdown lines: each problem's gold answer and every system's answer (* = correct)."""
+    found = {row["system"]: {p["problem_id"]: p for p in row.get("per_problem") or []} for row in rows}
+    lines = ["| problem | gold | " + " | ".join(row["system"] for row in rows) + " |",
+             "|---|---|" + "---|" * len(rows)]
+    for problem_id in problem_ids:
+        gold = next((found[r["system"]][problem_id]["gold"] for r in rows if problem_id in found[r["system"]]), "-")
+        cells = []
+        for row in rows:
+            record = found[row["system"]].get(problem_id)
+            cells.append("-" if record is None else f"{record['answer']}{' *' if record['correct'] else ''}")
+        lines.append(f"| {problem_id} | {gold} | " + " | ".join(cells) + " |")
+    return [*lines, "", "(* = correct)", ""]
+
+
+PEER_OPTIONS = [
+    click.option("--data", default=None, help="GSM8K jsonl file (default: the bundled test split)."),
+    click.option("--start", type=int, default=0, show_default=True, help="Index of the first problem."),
+    click.option("--limit", type=int, default=10, show_default=True, help="Number of problems."),
+    click.option("--systems", default="a,b", show_default=True, help="Comma-separated: a (seed-tot gsm8k default), "
+                 "b (tuned llama.cpp + harness client), c (seed-tot gsm8k --method llama-cpp), d (seed-tot gsm8k "
+                 "--method hf-generate: transformers generate(), one request after another; slow), e (seed-tot gsm8k "
+                 "--int8: int8 linear layers, lossy)."),
+    click.option("--generate-limit", type=int, default=None, help="Run system d on the first N problems only "
+                 "(default: all of them); the summary marks a system that ran on fewer problems."),
+    click.option("--concurrency", type=int, default=4, show_default=True, help="Problems at once, the same for every system."),
+    click.option("--threads", type=int, default=None, help="Threads of every system (torch's, llama.cpp's). Default: the cores available."),
+    click.option("--out", "out_dir", default="runs/engine-peers", show_default=True, type=click.Path(file_okay=False)),
+    click.option("--tiny", is_flag=True, help="The tiny random-weight pair (smoke test; answers are gibberish)."),
+    click.option("--force", is_flag=True, help="Delete OUT/<system> folders left by an earlier run first."),
+]
+
+
+def peer_options(f):
+    for option in reversed(PEER_OPTIONS):
+        f = option(f)
+    return f
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@peer_options
+@click.option("--worker", type=click.Choice(["b"]), default=None, hidden=True)
+def main(data, start, limit, systems, generate_limit, concurrency, threads, out_dir, tiny, force, worker):
+    """Run GSM8K's default chains-of-thought vote through several engines, one after another, and
+    compare wall time, tokens/s, problems/hour, time to the first answer, accuracy and peak memory
+    (OUT/summary.md, OUT/summary.json)."""
+    if worker is not None:  # inside the child process of system b
+        out = Path(out_dir)
+        spec = json.loads((out / "spec.json").read_text())
+        found = worker_b(spec, out)
+        (out / "worker.json").write_text(json.dumps(found, indent=1))
+        return
+    run_peers(data, start, limit, systems, generate_limit, concurrency, threads, out_dir, tiny, force)
+
+
+def run_peers(data, start, limit, systems, generate_limit, concurrency, threads, out_dir, tiny, force) -> None:
+    out_root = Path(out_dir)
+    chosen = [s.strip() for s in systems.split(",") if s.strip()]
+    unknown = [s for s in chosen if s not in SYSTEMS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"unknown system(s) {unknown}: choose from {', '.join(SYSTEMS)}", param_hint="--systems")
+    if limit < 1 or concurrency < 1 or (generate_limit is not None and generate_limit < 1):
+        raise click.BadParameter("--limit, --concurrency and --generate-limit must be at least 1")
+    command_line = portable_command([sys.executable, *sys.argv])
+    data_path = Path(data) if data else default_data()
+    spec = {"data": str(data_path.resolve()), "start": start, "limit": limit,
+            "concurrency": concurrency, "threads": threads or cores_available(), "tiny": tiny,
+            "generate_limit": min(generate_limit, limit) if generate_limit else None}
+    for system in chosen:
+        if (out_root / system).exists():
+            if not force:
+                raise click.UsageError(f"{out_root / system} exists: choose another --out, or pass --force to replace it.")
+            shutil.rmtree(out_root / system)
+    out_root.mkdir(parents=True, exist_ok=True)
+    plan = plan_for(spec, "llama-cpp", out_root / "_plan")  # no model loads: the settings and problems only
+    spec["chains"] = chain_settings(plan.search_config)
+    spec["rows"] = min(concurrency, len(plan.todo)) * spec["chains"]["chains"]
+    spec["problem_ids"] = [p.id for p in plan.todo]
+    spec["data_file"] = plan.data_file
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    rows = [run_system(system, spec, out_root) for system in chosen]
+    summary = {
+        "command": command_line, "started_utc": started, "finished_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cores_available": cores_available(), "cpu_count": os.cpu_count(), "cpu": cpu_facts(), "host": os.uname().nodename,
+        "problems": spec["problem_ids"], "data_file": spec["data_file"], "concurrency": concurrency,
+        "rows_in_flight": spec["rows"], "threads": spec["threads"], "tiny": tiny, "chains": spec["chains"],
+        "generate_limit": spec["generate_limit"], "systems": rows,
+    }
+    (out_root / "summary.json").write_text(json.dumps(summary, indent=1))
+    notes = [
+        f"# Engine peers: GSM8K problems {start}..{start + len(spec['problem_ids']) - 1}", "",
+        f"Command: `{command_line}`", "",
+        f"Started {started}, {cores_available()} cores available ({summary['cpu']['model']}; "
+        f"{' '.join(summary['cpu']['vector_flags']) or 'no vector flags read'}), {concurrency} problems at once, "
+        f"{spec['rows']} rows in flight, {spec['chains']['chains']} chains per problem (greedy + sampled, voting).", "",
+        markdown_table(rows, len(spec["problem_ids"])),
+        "wall: run = from the first request to the last answer (models loaded); process = the whole child process. "
+        "tokens/s = new tokens / run wall. peak RSS: the child's process tree, summed (llama.cpp's server included). "
+        "load: 1-minute load average before / after.", "",
+    ]
+    notes += answers_table(rows, spec["problem_ids"])
+    cores = cores_available()
+    notes += [f"Note: system {row['system']} started with a 1-minute load average of {row['load_before'][0]} on "
+              f"{cores} cores: the machine was shared, so its times are not those of a quiet machine.\n"
+              for row in rows if row["load_before"][0] > cores]
+    notes += [f"- {row['system']}: `{row['command']}`" + (f" (FAILED: {row['error']}; see {row['log']})" if "error" in row else "")
+              for row in rows]
+    (out_root / "summary.md").write_text("\n".join(notes) + "\n")
+    click.echo(markdown_table(rows, len(spec["problem_ids"])))
+    click.echo(f"wrote {out_root / 'summary.json'} and {out_root / 'summary.md'}")
+    if any("error" in row for row in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
