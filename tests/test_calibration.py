@@ -51,6 +51,15 @@ def test_the_fastest_measured_path_is_chosen_and_cached():
     assert "llama-cpp (20.0 tokens/s at 8 rows" in record.line() and "batched-lookup float32 9.0" in record.line()
 
 
+def test_a_measurement_made_on_a_busy_machine_says_so(monkeypatch):
+    monkeypatch.setattr(choice, "load_average", lambda: [9.0, 9.0, 9.0])
+    busy = choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0}))
+    assert busy.was_busy and "run `seed-tot calibrate` again when it is quiet" in busy.line()
+    monkeypatch.setattr(choice, "load_average", lambda: [0.1, 0.1, 0.1])
+    quiet = choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0}))
+    assert not quiet.was_busy and "busy" not in quiet.line()
+
+
 def test_an_in_process_dtype_wins_where_it_is_faster():
     timer = fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 31.0, "llama-cpp": 20.0})
     record = choice.calibrate("default-target", 16, timer=timer)
@@ -128,7 +137,7 @@ def test_the_machine_identity_names_the_cpu_and_reads_bandwidth():
 
 def test_a_real_probe_of_the_in_process_path_on_the_tiny_model():
     timing = time_in_process("tiny-target", Path("batched-lookup", "float32"), width=4)
-    assert timing.tokens == 4 * 8 and timing.seconds > 0 and timing.tokens_per_second > 0
+    assert timing.tokens == 4 * 8 and timing.seconds > 0 and timing.tokens_per_second > 0  # the 8 decode steps' tokens
 
 
 def test_a_real_probe_of_llama_cpp_on_the_tiny_model():

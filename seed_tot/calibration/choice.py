@@ -14,13 +14,13 @@ from pydantic import BaseModel
 from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
 from seed_tot.calibration.probe import NEW_TOKENS, Path, Timing, time_path
 from seed_tot.errors import SeedTotError
-from seed_tot.records import write_json_atomically
+from seed_tot.records import load_average, write_json_atomically
 
 CALIBRATION_ENV = "SEED_TOT_CALIBRATION_DIR"
 WIDTHS = (4, 8, 16)  # rows timed at once; a run's width is rounded up to one of these (wider costs minutes here)
 IN_PROCESS_METHOD = "batched-lookup"
 ENGINE_METHOD = "llama-cpp"
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 class Calibration(BaseModel):
@@ -34,6 +34,7 @@ class Calibration(BaseModel):
     machine: dict
     machine_key: str
     bandwidth_gb_s: float
+    load_average: list[float]  # 1, 5 and 15 minutes, as the measurement started
     measured_at: str
     int8_allowed: bool
     timings: list[dict]
@@ -44,9 +45,16 @@ class Calibration(BaseModel):
         ranked = sorted((t for t in self.timings if t.get("error") is None), key=lambda t: -t["tokens_per_second"])
         others = ", ".join(f"{t['label']} {t['tokens_per_second']:.1f}" for t in ranked[1:])
         best = ranked[0]
+        busy = (f"; the machine was busy (load {self.load_average[0]:.1f} on {self.machine['cores']} cores): "
+                "run `seed-tot calibrate` again when it is quiet" if self.was_busy else "")
         return (f"auto: {best['label']} ({best['tokens_per_second']:.1f} tokens/s at {self.width} rows, measured "
                 f"{self.measured_at} on {self.machine['cpu_model']}, {self.machine['cores']} cores"
-                + (f"; {others}" if others else "") + ")")
+                + (f"; {others}" if others else "") + busy + ")")
+
+    @property
+    def was_busy(self) -> bool:
+        """Other work held the cores as the measurement started: its timings may rank the paths wrongly."""
+        return self.load_average[0] > self.machine["cores"]
 
 
 def calibration_dir() -> FilePath:
@@ -136,6 +144,7 @@ def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[
     fastest, and cache the record."""
     timer = timer or time_path
     width = width_bucket(width)
+    load = load_average()
     timings, rows, errors = [], [], []
     for path in candidate_paths(target, allow_int8):
         echo(f"calibrating {path.label} at {width} rows ...")
@@ -155,7 +164,7 @@ def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[
     record = Calibration(
         target=target, target_id=target_id(target), width=width, new_tokens=NEW_TOKENS,
         machine=machine_identity(), machine_key=identity_key(machine_identity()),
-        bandwidth_gb_s=read_bandwidth_gb_s(), measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        bandwidth_gb_s=read_bandwidth_gb_s(), load_average=load, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         int8_allowed=allow_int8, timings=rows,
         chosen={"method": best.method, "dtype": best.dtype, "int8": best.int8, "label": best.label})
     write_json_atomically(calibration_file(target, width, allow_int8), record.model_dump(mode="json"))

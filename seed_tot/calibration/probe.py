@@ -1,6 +1,6 @@
-"""Time one path: `width` sampled requests of one short prompt, NEW_TOKENS new tokens each, decoded
-plainly (no speculation) after a warm-up request: in process by the batched executor in the path's
-dtype, or by llama.cpp's server with one slot per request. Plain decoding on both sides compares
+"""Time one path: NEW_TOKENS decode steps of `width` sampled requests of one short prompt, decoded
+plainly (no speculation), the prompt's prefill left out: in process by the batched executor in the
+path's dtype, or by llama.cpp's server with one slot per request. Plain decoding on both sides compares
 what the paths' kernels do at the run's width; speculation's gain depends on the text, which a
 short probe cannot know."""
 
@@ -56,14 +56,18 @@ def probe_requests(prompt_ids: list[int], width: int, new_tokens: int = NEW_TOKE
 
 
 def time_executor(executor: Executor, prompt_ids: list[int], width: int, new_tokens: int = NEW_TOKENS) -> tuple[int, float]:
-    """(new tokens, seconds) of one batch of `width` requests, after a one-request warm-up (first
-    calls pay kernel set-up and the prompt's prefill, which a run's prefix cache shares)."""
-    executor.run(probe_requests(prompt_ids, 1, new_tokens=2))
-    requests = probe_requests(prompt_ids, width, new_tokens)
+    """(new tokens, seconds) of `new_tokens` decode steps of `width` rows, the prompt's prefill left
+    out: a first batch of one new token each fills the caches (and pays kernel set-up), then the
+    same batch is timed with one new token and with new_tokens + 1, and the steps cost the difference.
+    (llama.cpp keeps each slot's prompt; the in-process executors share one prompt across rows.)"""
+    executor.run(probe_requests(prompt_ids, width, new_tokens=1))
     started = time.perf_counter()
-    results = executor.run(requests)
-    seconds = time.perf_counter() - started
-    return sum(len(r.token_ids) for r in results), seconds
+    executor.run(probe_requests(prompt_ids, width, new_tokens=1))
+    prefill_and_one = time.perf_counter() - started
+    started = time.perf_counter()
+    results = executor.run(probe_requests(prompt_ids, width, new_tokens + 1))
+    seconds = time.perf_counter() - started - prefill_and_one
+    return sum(len(r.token_ids) for r in results) - width, max(seconds, 1e-6)
 
 
 def time_in_process(target: str, path: Path, width: int, device: str = "cpu") -> Timing:
