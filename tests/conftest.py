@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import pytest
 import torch
@@ -8,6 +9,9 @@ from seed_tot.models.tiny import DRAFT_NOISE, build_tiny_pair
 from seed_tot.runtime import ModelRunner
 
 torch.set_num_threads(1)
+# No test reads or writes the user's cached path measurements (--method auto): each session,
+# its subprocesses included, starts with an empty calibration folder of its own.
+os.environ["SEED_TOT_CALIBRATION_DIR"] = tempfile.mkdtemp(prefix="seed-tot-calibration-")
 
 
 @pytest.fixture(scope="session")

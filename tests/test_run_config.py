@@ -116,7 +116,7 @@ def test_gsm8k_self_consistency_is_judged_by_default_only_where_a_head_ships_in_
 
 
 def test_a_task_without_a_judged_vote_keeps_the_plain_vote():
-    config = printed("blocksworld", "--search", "self-consistency", "--limit", "1")
+    config = printed("blocksworld", "--search", "self-consistency", "--limit", "1", "--method", "batched-lookup")
     assert (config["value_mode"], config["vote_weight"]) == ("logits", "leaf")
 
 
@@ -137,7 +137,8 @@ def test_the_second_round_reaches_the_search_and_bad_values_are_refused():
     settings = search_settings(config, get_task("gsm8k"))
     assert (settings["escalate_samples"], settings["escalate_below"]) == (4, 0.6)
     assert search_settings(RunConfig(**printed("gsm8k", "--tiny")), get_task("gsm8k"))["escalate_samples"] == 0
-    assert search_settings(RunConfig(**printed("gsm8k")), get_task("gsm8k"))["escalate_samples"] == 4
+    in_process = RunConfig(**printed("gsm8k", "--method", "batched-lookup"))
+    assert search_settings(in_process, get_task("gsm8k"))["escalate_samples"] == 4
     for flag, value, needle in (("--escalate", "-1", "--escalate must be 0"), ("--escalate-below", "1.5", "between 0 and 1")):
         result = run("gsm8k", "--tiny", flag, value, "--print-config")
         assert result.exit_code != 0 and needle in result.stderr

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from seed_tot.config import DecodeConfig, draft_shape, parse_k_config
 from seed_tot.errors import ConfigError
-from seed_tot.scheduling.methods import AUTO, Method, checked_settings, method_named, names_where, resolve_method
+from seed_tot.scheduling.methods import AUTO, IN_PROCESS_DEFAULT_METHOD, Method, checked_settings, method_named, names_where, resolve_method
 
 # Where a run reads and writes, which problems it takes and the machine it runs on: the trace
 # records the rest of the configuration, so runs of one configuration compare equal wherever they ran.
@@ -134,8 +134,8 @@ def resolve_config(config: RunConfig, task=None, measure: bool = True) -> RunCon
 
 def measured_auto_applies(config: RunConfig) -> bool:
     """"auto" is decided by timing the paths on a CPU run of a real target in this process; a GPU
-    run, the tiny test models, Ray actors and --int8 (which names its path) keep the rule."""
-    if config.tiny or config.on_ray or config.int8 or config.device not in ("auto", "cpu"):
+    run, the tiny test models and Ray actors keep the rule."""
+    if config.tiny or config.on_ray or config.device not in ("auto", "cpu"):
         return False
     if config.device == "auto":
         import torch
@@ -155,6 +155,9 @@ def probe_width(config: RunConfig) -> int:
 def resolve_auto(config: RunConfig, measure: bool) -> RunConfig:
     """--method auto: the path the cached measurement of this target on this machine chose (timed
     now if none is cached and `measure`), its dtype too where --dtype is auto; else the rule."""
+    if config.int8 and not config.on_ray:  # int8 rounds the in-process target: that names the path
+        return config.model_copy(update={"method": IN_PROCESS_DEFAULT_METHOD, "auto_choice": {
+            "by": "rule", "line": f"auto: {IN_PROCESS_DEFAULT_METHOD} (--int8 rounds the in-process target's layers)"}})
     if not measured_auto_applies(config):
         return config
     from seed_tot.calibration.choice import cached_calibration, calibrate, width_bucket
