@@ -251,9 +251,15 @@ def blocksworld_41_60() -> str:
     return f"{rule_correct(mcts, 'final')}/{n} / {rule_correct(bfs, 'final')}/{n} / {rule_correct(bfs, 'cot_vote')}/{n}"
 
 
-def model_guided_10_iterations() -> str:
+def model_guided_solved() -> tuple[tuple[int, int], tuple[int, int]]:
+    """(solved, instances) of the model-guided MCTS on the 6-step 41-80 and the 8-step 1-40 instances."""
     six = blocksworld_solved("blocksworld-41-60/mcts-choose", "blocksworld-61-80/mcts-choose")
     eight = blocksworld_solved("blocksworld-blind/step8/mcts-choose", "blocksworld-blind/step8/mcts-choose-11-40")
+    return six, eight
+
+
+def model_guided_10_iterations() -> str:
+    six, eight = model_guided_solved()
     return f"model-guided {six[0]}/{six[1]} / {eight[0]}/{eight[1]}"
 
 
@@ -265,8 +271,7 @@ def blind_more_iterations() -> str:
 
 
 def instances_pooled() -> str:
-    six = blocksworld_solved("blocksworld-41-60/mcts-choose", "blocksworld-61-80/mcts-choose")
-    eight = blocksworld_solved("blocksworld-blind/step8/mcts-choose", "blocksworld-blind/step8/mcts-choose-11-40")
+    six, eight = model_guided_solved()
     return f"over the {six[1] + eight[1]} instances"
 
 
