@@ -18,9 +18,9 @@ import click
 
 CHILD = """
 import json, sys
-from seed_tot.calibration.probe import Path, time_in_process
+from seed_tot.calibration.probe import RunPath, time_in_process
 from seed_tot.runtime.packed_linear import float32_packing_pays
-timing = time_in_process(sys.argv[1], Path("batched-lookup", "float32"), int(sys.argv[2]))
+timing = time_in_process(sys.argv[1], RunPath("batched-lookup", "float32"), int(sys.argv[2]))
 print(json.dumps({"tokens": timing.tokens, "seconds": timing.seconds, "load_seconds": timing.load_seconds,
                   "tokens_per_second": timing.tokens_per_second, "probe_says_pack": float32_packing_pays()}))
 """

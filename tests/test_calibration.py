@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from seed_tot.calibration import choice
 from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
-from seed_tot.calibration.probe import Path, Timing, time_engine, time_in_process
+from seed_tot.calibration.probe import RunPath, Timing, time_engine, time_in_process
 from seed_tot.cli.run_config import RunConfig, resolve_config
 from seed_tot.errors import ModelNotFoundError
 
@@ -136,13 +136,13 @@ def test_the_machine_identity_names_the_cpu_and_reads_bandwidth():
 
 
 def test_a_real_probe_of_the_in_process_path_on_the_tiny_model():
-    timing = time_in_process("tiny-target", Path("batched-lookup", "float32"), width=4)
+    timing = time_in_process("tiny-target", RunPath("batched-lookup", "float32"), width=4)
     assert timing.tokens == 4 * 8 and timing.seconds > 0 and timing.tokens_per_second > 0  # the 8 decode steps' tokens
 
 
 def test_a_real_probe_of_llama_cpp_on_the_tiny_model():
     pytest.importorskip("xllamacpp")
-    timing = time_engine("tiny-target", Path("llama-cpp"), width=4)
+    timing = time_engine("tiny-target", RunPath("llama-cpp"), width=4)
     assert timing.tokens == 4 * 8 and timing.tokens_per_second > 0
 
 

@@ -12,7 +12,7 @@ from typing import Callable
 from pydantic import BaseModel
 
 from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
-from seed_tot.calibration.probe import NEW_TOKENS, Path, Timing, time_path
+from seed_tot.calibration.probe import NEW_TOKENS, RunPath, Timing, time_path
 from seed_tot.errors import SeedTotError
 from seed_tot.records import load_average, write_json_atomically
 
@@ -100,7 +100,7 @@ def cached_calibration(target: str, width: int, int8_allowed: bool = False) -> C
     return record if record.version == RECORD_VERSION and record.machine == machine_identity() else None
 
 
-def candidate_paths(target: str, allow_int8: bool) -> list[Path]:
+def candidate_paths(target: str, allow_int8: bool) -> list[RunPath]:
     """Every path that can run `target` on this CPU: in process in float32 and bfloat16 (float16 only
     where the CPU computes it natively: elsewhere it is emulated and can overflow), with int8 layers
     where allowed and exact here, and llama.cpp for a GGUF target where it is installed."""
@@ -108,11 +108,11 @@ def candidate_paths(target: str, allow_int8: bool) -> list[Path]:
     from seed_tot.runtime.int8_linear import int8_works
 
     dtypes = ["float32", "bfloat16", *(["float16"] if cpu_supports_fp16() else [])]
-    paths = [Path(IN_PROCESS_METHOD, dtype) for dtype in dtypes]
+    paths = [RunPath(IN_PROCESS_METHOD, dtype) for dtype in dtypes]
     if allow_int8 and int8_works():
-        paths += [Path(IN_PROCESS_METHOD, dtype, int8=True) for dtype in ("float32", "bfloat16")]
+        paths += [RunPath(IN_PROCESS_METHOD, dtype, int8=True) for dtype in ("float32", "bfloat16")]
     if runs_on_engine(target):
-        paths.append(Path(ENGINE_METHOD))
+        paths.append(RunPath(ENGINE_METHOD))
     return paths
 
 
@@ -129,7 +129,7 @@ def fastest(timings: list[Timing]) -> Timing:
     return max(timings, key=lambda t: t.tokens_per_second)
 
 
-def timing_row(timing: Timing | None, path: Path, error: str | None = None) -> dict:
+def timing_row(timing: Timing | None, path: RunPath, error: str | None = None) -> dict:
     row = {"label": path.label, "method": path.method, "dtype": path.dtype, "int8": path.int8}
     if timing is None:
         return row | {"error": error}
@@ -139,7 +139,7 @@ def timing_row(timing: Timing | None, path: Path, error: str | None = None) -> d
 
 
 def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[[str], None] = lambda _: None,
-              timer: Callable[[str, Path, int], Timing] | None = None) -> Calibration:
+              timer: Callable[[str, RunPath, int], Timing] | None = None) -> Calibration:
     """Time every candidate path at `width` rows (with `timer`, default time_path), choose the
     fastest, and cache the record."""
     timer = timer or time_path

@@ -23,7 +23,7 @@ SAMPLING = {"temperature": 0.7, "top_p": 0.95}  # the thoughts' and chains' samp
 
 
 @dataclass(frozen=True)
-class Path:
+class RunPath:
     """One way to run the target: an in-process method in a dtype (int8 layers or not), or an engine."""
 
     method: str
@@ -39,7 +39,7 @@ class Path:
 
 @dataclass(frozen=True)
 class Timing:
-    path: Path
+    path: RunPath
     tokens: int
     seconds: float
     load_seconds: float
@@ -70,7 +70,7 @@ def time_executor(executor: Executor, prompt_ids: list[int], width: int, new_tok
     return sum(len(r.token_ids) for r in results) - width, max(seconds, 1e-6)
 
 
-def time_in_process(target: str, path: Path, width: int, device: str = "cpu") -> Timing:
+def time_in_process(target: str, path: RunPath, width: int, device: str = "cpu") -> Timing:
     from seed_tot.models.loading import load_model
     from seed_tot.scheduling.factory import make_executor
 
@@ -88,7 +88,7 @@ def time_in_process(target: str, path: Path, width: int, device: str = "cpu") ->
     return Timing(path, tokens, seconds, load_seconds)
 
 
-def time_engine(target: str, path: Path, width: int) -> Timing:
+def time_engine(target: str, path: RunPath, width: int) -> Timing:
     from seed_tot.engines.setup import open_llama_cpp
 
     started = time.perf_counter()
@@ -102,5 +102,5 @@ def time_engine(target: str, path: Path, width: int) -> Timing:
     return Timing(path, tokens, seconds, load_seconds)
 
 
-def time_path(target: str, path: Path, width: int, device: str = "cpu") -> Timing:
+def time_path(target: str, path: RunPath, width: int, device: str = "cpu") -> Timing:
     return time_engine(target, path, width) if path.dtype is None else time_in_process(target, path, width, device)
