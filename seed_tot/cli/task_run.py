@@ -25,6 +25,7 @@ from seed_tot.records import (
     summarize,
 )
 from seed_tot.reasoning.judge import judge_answer
+from seed_tot.scheduling.methods import AUTO
 from seed_tot.scheduling.progress import ProgressExecutor
 
 
@@ -185,9 +186,9 @@ class RunPlan(NamedTuple):
     data_file: dict
 
 
-def set_up_run(task_name: str, config: RunConfig, measure: bool = True) -> RunSetup:
-    """Resolve the configuration once and check it, before any data file is read (and before any
-    model loads, but for the one-time timing of --method auto's paths where `measure`)."""
+def set_up_run(task_name: str, config: RunConfig, measure: bool = False) -> RunSetup:
+    """Resolve the configuration once and check it, before any data file is read or any model
+    loads (but for the one-time timing of --method auto's paths, where `measure`)."""
     from seed_tot.search import search_class
     from seed_tot_tasks import get_task
 
@@ -205,14 +206,15 @@ def set_up_run(task_name: str, config: RunConfig, measure: bool = True) -> RunSe
 
 def print_config(task_name: str, config: RunConfig) -> None:
     """--print-config: the resolved configuration as JSON (--config reads it back); no model loads."""
-    click.echo(set_up_run(task_name, config, measure=False).config.model_dump_json(indent=2))
+    click.echo(set_up_run(task_name, config).config.model_dump_json(indent=2))
 
 
-def plan_run(task_name: str, config: RunConfig) -> RunPlan:
-    """Check every setting and pick the problems still to do, before any model loads."""
+def plan_run(task_name: str, config: RunConfig, measure: bool = False) -> RunPlan:
+    """Check every setting and pick the problems still to do, before any model loads (`measure`:
+    see set_up_run)."""
     from seed_tot_tasks.base import data_file_record
 
-    config, task, search_cls, search_config, method_settings = set_up_run(task_name, config)
+    config, task, search_cls, search_config, method_settings = set_up_run(task_name, config, measure)
     if config.method_info.in_process:
         check_memory_before_loading(config, method_settings)
     if config.depth is not None and task.depth is not None:
@@ -249,14 +251,24 @@ def nothing_left(todo: list, out: Path) -> bool:
     return True
 
 
+def needs_measurement(given: RunConfig, resolved: RunConfig) -> bool:
+    """Whether "auto" was left to the CPU-flags rule only because no measurement is cached yet."""
+    from seed_tot.cli.run_config import measured_auto_applies
+
+    return given.method == AUTO and resolved.auto_choice is None and measured_auto_applies(resolved)
+
+
 def run_task(task_name: str, config: RunConfig) -> None:
     from seed_tot.api import to_trace
     from seed_tot.reasoning.prompting import PromptFormatter
     from seed_tot.search.driver import solve_many
 
-    config, task, search_cls, search_config, method_settings, todo, out, data_file = plan_run(task_name, config)
-    if nothing_left(todo, out):
+    plan = plan_run(task_name, config)  # every check and the data, before any path is timed
+    if nothing_left(plan.todo, plan.out):
         return
+    if needs_measurement(config, plan.config):  # --method auto, first run of this target here
+        plan = plan_run(task_name, config, measure=True)
+    config, task, search_cls, search_config, method_settings, todo, out, data_file = plan
     if config.auto_choice is not None:
         click.echo(config.auto_choice["line"], err=True)
     longest = longest_chain_request(task, todo, search_cls, search_config, config.target_name) \
