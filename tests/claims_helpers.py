@@ -417,6 +417,25 @@ JUDGE_VALUES = ("the judge's value of each chain is not stored (its features are
                 "which does not ship): only the aggregate report is, and re-reading needs the target model")
 BLIND_SEEDS = "17 of the blind tree's 20 seeds are in runs/blocksworld-blind-seeds, which does not ship; results/ holds 3"
 
+FIRST_AVX2 = "first-command/amd-epyc-avx2-2c"
+
+
+def first_command_choice() -> str:
+    [record] = (RESULTS / FIRST_AVX2 / "calibration").glob("*.json")
+    speeds = {t["label"]: t["tokens_per_second"] for t in json.loads(record.read_text())["timings"]}
+    return f"llama.cpp {speeds['llama-cpp']:.1f} tokens/s against {speeds['batched-lookup float32']:.1f} in process"
+
+
+def first_command_time(run: str) -> str:
+    """Wall time and peak memory of a stored /usr/bin/time -v run of the first command."""
+    text = (RESULTS / FIRST_AVX2 / f"{run}.stderr").read_text()
+    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1)
+    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock.split(":"))))
+    peak_gib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 2**20
+    tail = " the first time" if run == "first" else " once it"
+    return f"{seconds:.0f} s and {peak_gib:.1f} GiB{' peak' if run == 'first' else ''}{tail}"
+
+
 README_ROWS = {
     "gsm8k43": "GSM8K, held-out problems 43-100",
     "gsm8k161": "GSM8K, fresh test problems 161-220",
@@ -480,6 +499,12 @@ CLAIMS: tuple[Claim, ...] = (
           ("engines/peers-gsm8k-301-304/summary.json",)),
     Claim(README, R["api"], "+0.0% / -2.1% / -2.2% time", api_against_cli,
           ("bench_api/bench_api_bf16_c1.json", "bench_api/bench_api_bf16_c4_c16.json")),
+    Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "llama.cpp 15.6 tokens/s against 13.5 in process",
+          first_command_choice, (f"{FIRST_AVX2}/calibration",)),
+    Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "187 s and 6.4 GiB peak the first time",
+          lambda: first_command_time("first"), (f"{FIRST_AVX2}/first.stderr",)),
+    Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "93 s and 1.8 GiB once it",
+          lambda: first_command_time("cached"), (f"{FIRST_AVX2}/cached.stderr",)),
     Claim(README, "On a quiet 2-core machine the problem takes", "51-66 s, 3.6 GiB peak",
           not_derivable="no stored run of the first command gives it: the only stored one "
                         "(results/engines/first_command/self_consistency_vs_tree) took 96 s at 7,313 MiB, with an older default"),
