@@ -142,7 +142,9 @@ def open_llama_cpp(target: str, draft: str | None = None, slots: int | None = No
     executor = ServerExecutor(info, tokenizer, parallel=slots, timeout=timeout, retries=retries,
                               name="llama-cpp" + ("+draft" if draft else ""), on_close=server.close)
     executor.server = server
-    models = {"target": target_file, **({"draft": draft_file} if draft_file else {})}
+    from seed_tot.records import portable_path
+
+    models = {"target": portable_path(target_file), **({"draft": portable_path(draft_file)} if draft_file else {})}
     return EngineRun(executor, tokenizer, models, info.record)
 
 
