@@ -1069,11 +1069,16 @@ def engines_bf16_row() -> str:
             f"({gib(rows['a']['peak_rss_mib'])} against {gib(rows['b']['peak_rss_mib'])} GiB), {same}")
 
 
+def against_tuned_server(folder: str, before: str = "") -> str:
+    """The in-process default (a) against the tuned llama.cpp server (b) of one stored peers run."""
+    return (f"the in-process default {tokens_per_s(folder, 'a')} tokens/s at {peak_mib(folder, 'a')} peak{before}, a "
+            f"tuned llama.cpp server {tokens_per_s(folder, 'b')} at {peak_mib(folder, 'b')}: "
+            f"{ratio(peer_ratio(folder, 'tokens_per_s', 'a', 'b'))} its tokens/s at "
+            f"{ratio(peer_ratio(folder, 'peak_rss_mib', 'a', 'b'))} its memory")
+
+
 def packed_load_row() -> str:
-    return (f"the in-process default {tokens_per_s(P_PACKED, 'a')} tokens/s at {peak_mib(P_PACKED, 'a')} peak (was "
-            f"{peers(P301_BF16)['a']['peak_rss_mib']:,.0f}), a tuned llama.cpp server {tokens_per_s(P_PACKED, 'b')} at "
-            f"{peak_mib(P_PACKED, 'b')}: {ratio(peer_ratio(P_PACKED, 'tokens_per_s', 'a', 'b'))} its tokens/s at "
-            f"{ratio(peer_ratio(P_PACKED, 'peak_rss_mib', 'a', 'b'))} its memory")
+    return against_tuned_server(P_PACKED, f" (was {peers(P301_BF16)['a']['peak_rss_mib']:,.0f})")
 
 
 def profile_row() -> str:
@@ -1085,10 +1090,7 @@ def profile_row() -> str:
 
 
 def mapped_row() -> str:
-    return (f"the in-process default {tokens_per_s(P_MAPPED, 'a')} tokens/s at {peak_mib(P_MAPPED, 'a')} peak, a tuned "
-            f"llama.cpp server {tokens_per_s(P_MAPPED, 'b')} at {peak_mib(P_MAPPED, 'b')}: "
-            f"{ratio(peer_ratio(P_MAPPED, 'tokens_per_s', 'a', 'b'))} its tokens/s at "
-            f"{ratio(peer_ratio(P_MAPPED, 'peak_rss_mib', 'a', 'b'))} its memory")
+    return against_tuned_server(P_MAPPED)
 
 
 def int8_row() -> str:
