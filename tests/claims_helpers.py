@@ -1050,9 +1050,15 @@ def correct_each(folder: str, systems: str) -> str:
     return f"{found.pop()} each" if len(found) == 1 else " / ".join(f"{rows[s]['correct']}/{rows[s]['problems']}" for s in systems)
 
 
+def agreement_words(folder: str, reference: str, others: str) -> str:
+    """"the same answers" where every system of `others` answered as `reference` did."""
+    same = all(same_answers(folder, system, reference) for system in others)
+    return "the same answers" if same else "other answers"
+
+
 def engines_row() -> str:
     rows = peers(P301)
-    same = "the same answers" if same_answers(P301, "c", "a") and same_answers(P301, "b", "a") else "other answers"
+    same = agreement_words(P301, "a", "cb")
     return (f"`--method llama-cpp` {tokens_per_s(P301, 'c')} tokens/s, a tuned llama.cpp server {tokens_per_s(P301, 'b')}, "
             f"the in-process default {tokens_per_s(P301, 'a')}: llama.cpp {peer_ratio(P301, 'tokens_per_s', 'c', 'a'):.1f}x the "
             f"in-process tokens/s here, {same} ({correct_each(P301, 'cba')}); peak RSS "
@@ -1061,7 +1067,7 @@ def engines_row() -> str:
 
 def engines_bf16_row() -> str:
     rows = peers(P301_BF16)
-    same = "the same answers" if same_answers(P301_BF16, "a", "b") and same_answers(P301_BF16, "c", "b") else "other answers"
+    same = agreement_words(P301_BF16, "b", "ac")
     return (f"the in-process default {tokens_per_s(P301_BF16, 'a')} tokens/s, a tuned llama.cpp server "
             f"{tokens_per_s(P301_BF16, 'b')}, `--method llama-cpp` {tokens_per_s(P301_BF16, 'c')}, `generate()` "
             f"{tokens_per_s(P301_BF16, 'd')}: the default {ratio(peer_ratio(P301_BF16, 'tokens_per_s', 'a', 'b'))} llama.cpp's "
