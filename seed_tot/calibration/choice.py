@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
 from seed_tot.calibration.probe import NEW_TOKENS, RunPath, Timing, time_path
 from seed_tot.errors import SeedTotError
+from seed_tot.scheduling.methods import runs_on_llama_cpp
 from seed_tot.records import load_average, write_json_atomically
 
 CALIBRATION_ENV = "SEED_TOT_CALIBRATION_DIR"
@@ -111,18 +112,9 @@ def candidate_paths(target: str, allow_int8: bool) -> list[RunPath]:
     paths = [RunPath(IN_PROCESS_METHOD, dtype) for dtype in dtypes]
     if allow_int8 and int8_works():
         paths += [RunPath(IN_PROCESS_METHOD, dtype, int8=True) for dtype in ("float32", "bfloat16")]
-    if runs_on_engine(target):
+    if runs_on_llama_cpp(target):
         paths.append(RunPath(ENGINE_METHOD))
     return paths
-
-
-def runs_on_engine(target: str) -> bool:
-    import importlib.util
-
-    from seed_tot.models.registry import ALIASES
-
-    gguf = target in ALIASES or target.endswith(".gguf")
-    return gguf and importlib.util.find_spec("xllamacpp") is not None
 
 
 def fastest(timings: list[Timing]) -> Timing:

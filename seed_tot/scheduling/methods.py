@@ -192,7 +192,7 @@ def resolve_method(name: str, target: str, tiny: bool, device: str, on_ray: bool
     it the in-process target runs in float32 and a GGUF target runs on llama.cpp."""
     if name != AUTO:
         return method_named(name).name
-    if on_ray or tiny or device not in ("auto", "cpu") or not _gguf_target(target) or not _llama_cpp_installed():
+    if on_ray or tiny or device not in ("auto", "cpu") or not runs_on_llama_cpp(target):
         return IN_PROCESS_DEFAULT_METHOD
     from seed_tot.models.loading import cpu_supports_bf16, cpu_supports_fp16
 
@@ -206,16 +206,14 @@ def resolve_method(name: str, target: str, tiny: bool, device: str, on_ray: bool
     return AUTO_CPU_ENGINE
 
 
-def _gguf_target(target: str) -> bool:
-    from seed_tot.models.registry import ALIASES
-
-    return target in ALIASES or target.endswith(".gguf")
-
-
-def _llama_cpp_installed() -> bool:
+def runs_on_llama_cpp(target: str) -> bool:
+    """A GGUF target (a default alias or a .gguf file) where llama.cpp's wheel is installed."""
     import importlib.util
 
-    return importlib.util.find_spec("xllamacpp") is not None
+    from seed_tot.models.registry import ALIASES
+
+    gguf = target in ALIASES or target.endswith(".gguf")
+    return gguf and importlib.util.find_spec("xllamacpp") is not None
 
 
 def method_help() -> str:
