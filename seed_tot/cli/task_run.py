@@ -127,7 +127,7 @@ def print_run_totals(
     totals = {
         "problems": todo_done, "concurrency": config.concurrency, "batching": config.batching,
         "method": config.method, "method_options": list(config.method_options), "dtype": dtype,
-        "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 1),
+        "packed_linear_layers": packed_layers, "wall_seconds": round(seconds, 2),  # the precision of finished_after_s
         "new_tokens": tokens, "tokens_per_second": round(tokens / seconds, 2) if seconds > 0 else 0.0,
         "peak_rss_mib": round(peak_rss_mib()), "cpu": cpu_facts(),  # the machine the speed was measured on
         **({"peak_rss_workers_mib": worker_peaks_mib} if worker_peaks_mib else {}),
