@@ -32,7 +32,7 @@ def requests_for(problem_number: int, thoughts: int, max_new_tokens: int, format
     problem = task.load()[problem_number - 1]
     sampled = DecodeConfig(max_new_tokens=max_new_tokens, temperature=0.7, top_p=0.95, ignore_eos=True)
     greedy = DecodeConfig(max_new_tokens=max_new_tokens, ignore_eos=True)
-    thought = formatter.encode(task.thought_prompt(problem, "", 0))
+    thought = formatter.encode(task.thought_prompt(problem, "", 0, task.default_depth))
     requests = [GenerationRequest(thought, sampled, seed, f"thought-{seed}") for seed in range(thoughts)]
     requests.append(GenerationRequest(formatter.encode(task.cot_prompt(problem)), greedy, 0, "cot"))
     return problem.id, requests

@@ -72,7 +72,7 @@ def clean_step(line: str) -> str:
 
 
 def thought_requests(task, formatter, problem, n: int, config: DecodeConfig) -> list[GenerationRequest]:
-    ids = formatter.encode(task.thought_prompt(problem, "", 0))
+    ids = formatter.encode(task.thought_prompt(problem, "", 0, task.default_depth))
     return [GenerationRequest(ids, config, seed=i, request_id=f"{problem.id}/thought{i}") for i in range(n)]
 
 

@@ -43,8 +43,9 @@ class Task(ABC):
         """Problems from the vendored data (path None) or from a user file."""
 
     @abstractmethod
-    def thought_prompt(self, problem: Problem, state: str, step: int) -> str:
-        """User message asking for the next thought from `state` (step counts from 0)."""
+    def thought_prompt(self, problem: Problem, state: str, step: int, depth: int) -> str:
+        """User message asking for the next thought from `state` (step counts from 0; `depth` is the
+        search's step limit T, so step depth-1 is the tree's last: GSM8K asks its closing question there)."""
 
     @abstractmethod
     def value_prompt(self, problem: Problem, state: str, step: int) -> str:
@@ -59,8 +60,8 @@ class Task(ABC):
         """The state reached by appending a generated thought."""
 
     @abstractmethod
-    def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
-        """True when `state` already holds a final answer."""
+    def is_terminal(self, problem: Problem, state: str, step: int, depth: int) -> bool:
+        """True when `state` (reached at `step` of a search `depth` steps deep) already holds a final answer."""
 
     @abstractmethod
     def extract_answer(self, problem: Problem, state: str) -> str | None:
@@ -73,9 +74,6 @@ class Task(ABC):
     # --- prompts --------------------------------------------------------------------------
     thought_stop: tuple[str, ...] = ()  # strings that end a thought (e.g. where a second step would begin)
     thought_tokens: int = DEFAULT_THOUGHT_TOKENS  # the CLI's thought budget when --max-new-tokens is not given
-    # None: the task's prompts do not depend on the tree depth. A task whose prompts do (GSM8K asks
-    # its closing question on the last level) sets it, and the CLI's --depth overwrites it.
-    depth: int | None = None
     # cot_prompt(problem) -> str: one prompt for a whole chain of thought (the CoT candidate of the
     # vote, self-consistency, best-of-n, learned values). None: the task has no such prompt.
     cot_prompt: Callable[[Problem], str] | None = None

@@ -139,7 +139,7 @@ class BlocksworldTask(Task):
             "possible_actions": "\n".join(action_text(action) for action, _ in possible),
         }
 
-    def thought_prompt(self, problem: Problem, state: str, step: int) -> str:
+    def thought_prompt(self, problem: Problem, state: str, step: int, depth: int) -> str:
         return load_template(self.name, "thought").format(
             demonstrations=load_template(self.name, "demonstrations"),
             **self._plan_context(problem, plan_lines(state)),
@@ -221,7 +221,7 @@ class BlocksworldTask(Task):
         actions = read_plan(plan_lines(state))
         return actions is not None and self.check(problem, actions).valid
 
-    def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
+    def is_terminal(self, problem: Problem, state: str, step: int, depth: int) -> bool:
         actions = read_plan(plan_lines(state))
         if actions is None:
             return True

@@ -152,7 +152,7 @@ class CreativeWritingTask(Task):
     def _sentences(problem: Problem) -> str:
         return "\n".join(f"{i}. {s}" for i, s in enumerate(problem.gold, start=1))
 
-    def thought_prompt(self, problem: Problem, state: str, step: int) -> str:
+    def thought_prompt(self, problem: Problem, state: str, step: int, depth: int) -> str:
         if step == 0:
             return load_template(self.name, "thought_plan").format(sentences=self._sentences(problem))
         return load_template(self.name, "thought_passage").format(
@@ -179,7 +179,7 @@ class CreativeWritingTask(Task):
         passage = passage_of(thought)
         return state.rstrip() + "\n\nPassage:\n" + (passage if passage is not None else thought.strip())
 
-    def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
+    def is_terminal(self, problem: Problem, state: str, step: int, depth: int) -> bool:
         return passage_of(state) is not None
 
     def extract_answer(self, problem: Problem, state: str) -> str | None:

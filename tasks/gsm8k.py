@@ -110,9 +110,9 @@ class Gsm8kTask(Task):
     RAP, the closing step asks "Now we can answer the question: ..." and declares the answer
     ("The answer is N", "#### N" or "\\boxed{N}"); a state is terminal when its newest step does
     both. (Small models also write "The answer is N" after intermediate sub-answers; that alone
-    does not end the chain.) At the last step of the tree (step depth-1) the prompt restates the
-    question and asks for the closing step with full reasoning; there a declared answer ends
-    the chain whatever the step's header says. A thought stops where a second "Sub-question"
+    does not end the chain.) At the search's last step (step depth-1 of the depth it passes in) the
+    prompt restates the question and asks for the closing step with full reasoning; there a
+    declared answer ends the chain whatever the step's header says. A thought stops where a second "Sub-question"
     would begin.
     The evaluator checks the newest step's correctness, reasons briefly and ends with a verdict
     (sure / likely / impossible, valued 20 / 1 / 0.001 as in Tree-of-Thoughts); an unreadable
@@ -138,9 +138,6 @@ class Gsm8kTask(Task):
     # 16% more wall time (results/value-gsm8k/README.md, rule 2b)
     judged_vote = True
 
-    def __init__(self, depth: int | None = None) -> None:
-        self.depth = depth or self.default_depth
-
     def load(self, path: str | Path | None = None) -> list[Problem]:
         source = Path(path) if path is not None else DEFAULT_PATH
         problems = []
@@ -156,8 +153,8 @@ class Gsm8kTask(Task):
             problems.append(Problem(id=problem_id, question=row["question"], gold=gold, meta={"line": line_no}))
         return problems
 
-    def thought_prompt(self, problem: Problem, state: str, step: int) -> str:
-        template = "thought_final" if step >= self.depth - 1 else "thought"
+    def thought_prompt(self, problem: Problem, state: str, step: int, depth: int) -> str:
+        template = "thought_final" if step >= depth - 1 else "thought"
         return load_template(self.name, template).format(
             question=problem.question, previous=state.strip() or "(none yet)"
         )
@@ -184,11 +181,11 @@ class Gsm8kTask(Task):
     def extend_state(self, state: str, thought: str, step: int) -> str:
         return (state.rstrip() + "\n" + first_step(thought)).strip()
 
-    def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
+    def is_terminal(self, problem: Problem, state: str, step: int, depth: int) -> bool:
         steps = split_steps(state)
         if not steps or find_final_answer(steps[-1]) is None:
             return False
-        return step >= self.depth - 1 or bool(_FINAL_QUESTION.search(steps[-1]))
+        return step >= depth - 1 or bool(_FINAL_QUESTION.search(steps[-1]))
 
     def extract_answer(self, problem: Problem, state: str) -> str | None:
         """The answer declared in the newest step, else its last number (best effort)."""

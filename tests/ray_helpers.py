@@ -23,7 +23,7 @@ SPEC = ExecutorSpec(method="batched", target="tiny-target", dtype="float32", dev
 
 
 def problems(count: int, start: int = 0):
-    return Gsm8kTask(depth=2).load()[start:start + count]
+    return Gsm8kTask().load()[start:start + count]
 
 
 def in_process(spec: ExecutorSpec, task, items, concurrency: int = 1):
@@ -63,16 +63,15 @@ class SuddenDeathGsm8k(Gsm8kTask):
     problems the first time only (a marker file in `marks` remembers the pid that died)."""
 
     def __init__(self, marks: str, once=(), always=()):
-        super().__init__(depth=2)
         self.marks, self.once, self.always = marks, set(once), set(always)
 
-    def thought_prompt(self, problem, state, step):
+    def thought_prompt(self, problem, state, step, depth):
         marker = Path(self.marks) / f"{problem.id}.died"
         if problem.id in self.always or (problem.id in self.once and not marker.exists()):
             with marker.open("a") as handle:
                 handle.write(f"{os.getpid()}\n")
             os.kill(os.getpid(), signal.SIGKILL)
-        return super().thought_prompt(problem, state, step)
+        return super().thought_prompt(problem, state, step, depth)
 
 
 def work(task) -> SearchWork:
@@ -83,24 +82,22 @@ class NodeRecordingGsm8k(Gsm8kTask):
     """GSM8K that notes, in `marks`, the Ray node each problem's first thought prompt was built on."""
 
     def __init__(self, marks: str):
-        super().__init__(depth=2)
         self.marks = marks
 
-    def thought_prompt(self, problem, state, step):
+    def thought_prompt(self, problem, state, step, depth):
         import ray
 
         (Path(self.marks) / f"{problem.id}.node").write_text(ray.get_runtime_context().get_node_id())
-        return super().thought_prompt(problem, state, step)
+        return super().thought_prompt(problem, state, step, depth)
 
 
 class RaisingGsm8k(Gsm8kTask):
     """GSM8K whose thought prompt raises for the `bad` problems (a search error; the actor lives on)."""
 
     def __init__(self, bad=()):
-        super().__init__(depth=2)
         self.bad = set(bad)
 
-    def thought_prompt(self, problem, state, step):
+    def thought_prompt(self, problem, state, step, depth):
         if problem.id in self.bad:
             raise ValueError(f"cannot build a prompt for {problem.id}")
-        return super().thought_prompt(problem, state, step)
+        return super().thought_prompt(problem, state, step, depth)

@@ -68,7 +68,7 @@ def test_the_children_are_the_models_most_likely_moves(tiny_pair):
     config = BFSConfig(depth=1, n_thoughts=2, value_samples=1, thought_mode="choose", cot_candidate=False)
     result = BFS(task, executor, PromptFormatter(target.tokenizer), config).run(PROBLEM)
 
-    context_ids = FORMATTER.encode(task.thought_prompt(PROBLEM, "", 0))
+    context_ids = FORMATTER.encode(task.thought_prompt(PROBLEM, "", 0, 1))
     expected = [hand_probability(target, context_ids, moves, move) for move in moves]
     assert sum(expected) == pytest.approx(1.0)
     best = sorted(range(len(moves)), key=lambda i: (-expected[i], i))[:2]

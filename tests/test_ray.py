@@ -26,7 +26,7 @@ def local_ray():
 
 
 def test_actors_give_the_results_of_in_process_solve_many(local_ray):
-    task, items = Gsm8kTask(depth=2), problems(4)
+    task, items = Gsm8kTask(), problems(4)
     expected = in_process(SPEC, task, items, concurrency=2)
     outcomes = list(solve_on_ray(SPEC, work(task), items, actors=2, cpus_per_actor=1, concurrency=2))
     assert all(isinstance(o, Finished) for o in outcomes), [getattr(o, "error", "") for o in outcomes]
@@ -44,7 +44,7 @@ def test_a_killed_actor_has_its_problem_retried_elsewhere_then_failed(local_ray,
     items = problems(3)
     lucky, once, always = (p.id for p in items)
     task = SuddenDeathGsm8k(str(tmp_path), once=[once], always=[always])
-    expected = in_process(SPEC, Gsm8kTask(depth=2), items)
+    expected = in_process(SPEC, Gsm8kTask(), items)
     outcomes = {o.problem.id: o for o in solve_on_ray(SPEC, work(task), items, actors=2, cpus_per_actor=1)}
 
     assert isinstance(outcomes[lucky], Finished) and outcomes[lucky].attempts == 1
@@ -78,7 +78,7 @@ def test_an_actor_that_cannot_load_its_models_stops_the_run_in_one_sentence(loca
 
     bad = replace(SPEC, target=str(Path("/no/such/model")))
     with pytest.raises(SeedTotError, match="No Ray actor could load its models: .*does not exist"):
-        list(solve_on_ray(bad, work(Gsm8kTask(depth=2)), problems(1), actors=1, cpus_per_actor=1))
+        list(solve_on_ray(bad, work(Gsm8kTask()), problems(1), actors=1, cpus_per_actor=1))
 
 
 def test_plan_actors_fits_the_nodes():

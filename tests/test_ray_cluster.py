@@ -48,7 +48,7 @@ def seed_tot(*args: str) -> subprocess.CompletedProcess:
 def test_actors_on_two_nodes_give_in_process_results(cluster, tmp_path):
     items = problems(2)
     outcomes = list(solve_on_ray(SPEC, work(NodeRecordingGsm8k(str(tmp_path))), items))  # defaults: 1 actor per node
-    expected = in_process(SPEC, Gsm8kTask(depth=2), items)
+    expected = in_process(SPEC, Gsm8kTask(), items)
     assert all(isinstance(o, Finished) for o in outcomes)
     for outcome in outcomes:
         assert comparable(outcome.trace) == comparable(expected[outcome.problem.id][1])

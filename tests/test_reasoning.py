@@ -62,7 +62,7 @@ def test_thought_generator_sends_one_prompt_with_n_seeds():
     tree = ReasoningTree()
     root = tree.add_root("")
     decode = DecodeConfig(max_new_tokens=16, temperature=0.7)
-    generator = ThoughtGenerator(task, PromptFormatter(byte_tokenizer()), decode, n=4, run_seed=9)
+    generator = ThoughtGenerator(task, PromptFormatter(byte_tokenizer()), decode, n=4, run_seed=9, depth=3)
     requests = generator.requests(PROBLEM, root)
     assert len(requests) == 4
     assert len({tuple(r.prompt_ids) for r in requests}) == 1
@@ -92,12 +92,12 @@ def test_read_value_falls_back_on_unparseable_or_non_finite_replies():
 
 def test_simple_task_fills_templates_and_finds_answers(tmp_path):
     task = make_task()
-    prompt = task.thought_prompt(PROBLEM, "", 0)
+    prompt = task.thought_prompt(PROBLEM, "", 0, 2)
     assert "What is 6 * 7?" in prompt and "(nothing yet)" in prompt and "step 1:" in prompt
     assert fill("{a} {json: {b}}", a=1) == "1 {json: {b}}"
     state = task.extend_state(task.extend_state("", "first", 0), "ANSWER: 42", 1)
     assert state == "first\nANSWER: 42\n"
-    assert task.is_terminal(PROBLEM, state, 1) and not task.is_terminal(PROBLEM, "first\n", 0)
+    assert task.is_terminal(PROBLEM, state, 1, 2) and not task.is_terminal(PROBLEM, "first\n", 0, 2)
     assert task.extract_answer(PROBLEM, state) == "42"
     assert task.score(PROBLEM, "42.0") == 1.0 and task.score(PROBLEM, "41") == 0.0 and task.score(PROBLEM, None) == 0.0
     assert first_number("score: -3.5 of 10") == -3.5 and first_number("none") is None

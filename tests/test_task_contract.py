@@ -43,7 +43,6 @@ def data_file(value) -> bool:
 OPTIONAL_TYPES = {  # member -> the documented type of its value
     "thought_stop": strings,
     "thought_tokens": lambda value: isinstance(value, int) and value > 0,
-    "depth": optional_or(lambda value: isinstance(value, int) and value > 0),
     "cot_prompt": optional_or(callable),
     "cot_state": callable,
     "value_stop": strings,

@@ -278,10 +278,10 @@ def test_search_path_with_gold_actions_ends_terminal_and_scores_one(task, proble
     problem = problems[1]
     state = ""
     for step, action in enumerate(problem.gold):
-        assert not task.is_terminal(problem, state, step)
+        assert not task.is_terminal(problem, state, step, 7)
         state = task.extend_state(state, f"The current action is: {action}\nthen more text", step)
     assert state.splitlines()[0] == action_text(parse_pddl_action(problem.gold[0]))
-    assert task.is_terminal(problem, state, 5)
+    assert task.is_terminal(problem, state, 5, 7)
     answer = task.extract_answer(problem, state)
     assert answer == state and task.score(problem, answer) == 1.0
 
@@ -289,12 +289,12 @@ def test_search_path_with_gold_actions_ends_terminal_and_scores_one(task, proble
 def test_invalid_or_unreadable_action_ends_the_branch_with_score_zero(task, problems):
     problem = problems[1]  # blue on red on orange; the hand is empty
     bad = task.extend_state("", "pick up the orange block", 0)
-    assert task.is_terminal(problem, bad, 0) and task.score(problem, bad) == 0.0
+    assert task.is_terminal(problem, bad, 0, 7) and task.score(problem, bad) == 0.0
     unreadable = task.extend_state("", "Let me think about this.\nMaybe later.", 0)
     assert unreadable == "Let me think about this."
-    assert task.is_terminal(problem, unreadable, 0) and task.score(problem, unreadable) == 0.0
+    assert task.is_terminal(problem, unreadable, 0, 7) and task.score(problem, unreadable) == 0.0
     good = task.extend_state("", "unstack the blue block from on top of the red block", 0)
-    assert not task.is_terminal(problem, good, 0)
+    assert not task.is_terminal(problem, good, 0, 7)
     assert task.score(problem, good) == 0.0  # executable but the goal is not reached
     assert task.score(problem, None) == 0.0 and task.extract_answer(problem, "") is None
 
@@ -302,7 +302,7 @@ def test_invalid_or_unreadable_action_ends_the_branch_with_score_zero(task, prob
 def test_prompts_carry_the_statement_plan_state_and_demonstrations(task, problems):
     problem = problems[1]
     state = task.extend_state("", "(unstack b a)", 0)
-    thought = task.thought_prompt(problem, state, 1)
+    thought = task.thought_prompt(problem, state, 1, 7)
     assert "Pick up a block" in thought and "[PLAN END]" in thought  # intro and demonstrations
     assert problem.question in thought and "unstack the blue block from on top of the red block" in thought
     assert "I am holding the blue block" in thought and "{" not in thought
@@ -348,7 +348,7 @@ def test_thought_prompt_lists_exactly_the_actions_legal_in_the_current_state(tas
     every listed action must pass the simulator and every other grounded action must fail it."""
     problem = problems[1]
     state = task.extend_state("", "(unstack b a)", 0)
-    listed = task.thought_prompt(problem, state, 1).split("[POSSIBLE ACTIONS]\n")[1].split("\n\n")[0].splitlines()
+    listed = task.thought_prompt(problem, state, 1, 7).split("[POSSIBLE ACTIONS]\n")[1].split("\n\n")[0].splitlines()
     assert "put down the blue block" in listed
     assert all(line.startswith(("put down the blue block", "stack the blue block")) for line in listed)
     for line in listed:

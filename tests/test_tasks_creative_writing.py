@@ -106,13 +106,13 @@ def test_plan_then_passage_states(problems):
     problem = problems[0]
     state = task.extend_state("", "Plan:\n1. Handstand joke.\n2. Space.\n\nPassage:\nIgnored draft.", 0)
     assert state == "Plan:\n1. Handstand joke.\n2. Space."
-    assert not task.is_terminal(problem, state, 0) and task.extract_answer(problem, state) is None
+    assert not task.is_terminal(problem, state, 0, 2) and task.extract_answer(problem, state) is None
     assert "Analyze this plan" in task.value_prompt(problem, state, 0)
-    thought_1 = task.thought_prompt(problem, state, 1)
+    thought_1 = task.thought_prompt(problem, state, 1, 2)
     assert "1. Handstand joke." in thought_1 and SENTENCES[3] in thought_1 and "{" not in thought_1
     text = passage(SENTENCES)
     final = task.extend_state(state, "Sure! Here it is.\n\n**Passage:**\n" + text, 1)
-    assert task.is_terminal(problem, final, 1)
+    assert task.is_terminal(problem, final, 1, 2)
     assert task.extract_answer(problem, final) == text
     assert task.score(problem, task.extract_answer(problem, final)) == 1.0
     passage_value = task.value_prompt(problem, final, 1)

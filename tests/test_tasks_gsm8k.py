@@ -165,10 +165,10 @@ def test_check_step_rejects_wrong_written_arithmetic(problems, step, wrong):
 
 
 def test_a_declared_answer_at_the_last_step_ends_the_chain(problems):
-    task = Gsm8kTask(depth=2)
+    task = Gsm8kTask()
     state = "Sub-question: Eggs left?\nSub-answer: 9.\nSub-question: Money?\nSub-answer: 9 * 2 = 18. The answer is 18."
-    assert not task.is_terminal(problems[0], state, 0)  # before the last step: needs the closing header
-    assert task.is_terminal(problems[0], state, 1)  # at the last step: the declared answer ends it
+    assert not task.is_terminal(problems[0], state, 0, 2)  # before the last step: needs the closing header
+    assert task.is_terminal(problems[0], state, 1, 2)  # at the last step: the declared answer ends it
 
 
 def test_thoughts_extend_the_state_one_step_at_a_time(problems):
@@ -181,20 +181,20 @@ def test_thoughts_extend_the_state_one_step_at_a_time(problems):
     assert first_step(thought) == "Sub-question: How many eggs are left to sell?\nSub-answer: 16 - 3 - 4 = 9 eggs."
     state = task.extend_state("", thought, 0)
     assert state == first_step(thought)
-    assert not task.is_terminal(problem, state, 0)
+    assert not task.is_terminal(problem, state, 0, 4)
     assert task.extract_answer(problem, state) == "9"  # best effort: no answer declared yet
     # Small models end intermediate sub-answers with "The answer is N" too: that is not the end.
     second = "**Sub-question:** How much does she make per egg?\nSub-answer: $2 per egg. The answer is 2."
     state = task.extend_state(state, second, 1)
     assert len(split_steps(state)) == 2
-    assert not task.is_terminal(problem, state, 1)
+    assert not task.is_terminal(problem, state, 1, 4)
     assert task.extract_answer(problem, state) == "2"
     closing = (
         "Sub-question: Now we can answer the question: how much does she make?\n"
         "Sub-answer: 9 * 2 = $18. The answer is 18."
     )
     state = task.extend_state(state, closing, 2)
-    assert len(split_steps(state)) == 3 and task.is_terminal(problem, state, 2)
+    assert len(split_steps(state)) == 3 and task.is_terminal(problem, state, 2, 4)
     assert task.extract_answer(problem, state) == "18"
     assert task.score(problem, task.extract_answer(problem, state)) == 1.0
 
@@ -206,13 +206,13 @@ def test_prompts_fill_every_field(problems):
         "Sub-question: How many eggs are left?\nSub-answer: 9.\n"
         "Sub-question: How much money?\nSub-answer: 18 dollars."
     )
-    first = task.thought_prompt(problem, "", 0)
+    first = task.thought_prompt(problem, "", 0, 4)
     assert problem.question in first and "(none yet)" in first and "{" not in first
-    middle = task.thought_prompt(problem, state, 1)
+    middle = task.thought_prompt(problem, state, 1, 4)
     assert "Sub-answer: 9." in middle and "Now answer the original question" not in middle
-    final = task.thought_prompt(problem, state, 3)
+    final = task.thought_prompt(problem, state, 3, 4)
     assert "Now answer the original question" in final and final.count(problem.question) == 3  # restated
-    assert "Now answer the original question" in Gsm8kTask(depth=2).thought_prompt(problem, state, 1)
+    assert "Now answer the original question" in task.thought_prompt(problem, state, 1, 2)
     value = task.value_prompt(problem, state, 1)
     previous, newest = value.split("New step:")
     assert "How many eggs are left?" in previous and "How much money?" in newest and "How many eggs" not in newest

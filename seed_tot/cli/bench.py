@@ -68,9 +68,6 @@ def bench(peers, systems, concurrency, tasks, methods, k_configs, temperatures, 
 
     settings_by_method = row_settings(rows, [parse_method_option(item) for item in method_options])
     task_objs = [get_task(name.strip()) for name in tasks.split(",") if name.strip()]
-    for task in task_objs:
-        if depth is not None and task.depth is not None:
-            task.depth = depth  # GSM8K asks its closing question on the last level
     if limit < 1 or n_thoughts < 1 or max_new_tokens < 1:
         raise ConfigError("--limit, --thoughts and --max-new-tokens must be at least 1.")
     if threads:

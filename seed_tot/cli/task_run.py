@@ -217,8 +217,6 @@ def plan_run(task_name: str, config: RunConfig, measure: bool = False) -> RunPla
     config, task, search_cls, search_config, method_settings = set_up_run(task_name, config, measure)
     if config.method_info.in_process:
         check_memory_before_loading(config, method_settings)
-    if config.depth is not None and task.depth is not None:
-        task.depth = config.depth  # GSM8K asks its closing question on the last level
     ids = tuple(i.strip() for i in config.ids.split(",") if i.strip()) if config.ids else ()
     problems = select_problems(task.load(config.data_path), config.start, config.limit, ids)
     data_file = data_file_record(Path(config.data_path) if config.data_path else task.default_data_path)

@@ -32,8 +32,11 @@ class Thought:
 
 
 class ThoughtGenerator:
-    def __init__(self, task: Task, formatter: PromptFormatter, decode: DecodeConfig, n: int, run_seed: int):
+    def __init__(self, task: Task, formatter: PromptFormatter, decode: DecodeConfig, n: int, run_seed: int,
+                 depth: int):
+        """`depth`: the search's step limit, passed to the task's thought prompt and terminal check."""
         self.task = task
+        self.depth = depth
         self.formatter = formatter
         # A task's stop strings end a thought where its next step would begin (GSM8K: a new
         # "Sub-question"), so one thought is one step and does not run into the budget.
@@ -43,7 +46,7 @@ class ThoughtGenerator:
 
     def requests(self, problem: Problem, node: ThoughtNode) -> list[GenerationRequest]:
         """The n requests that expand `node`: one prompt, n seeds."""
-        prompt_ids = self.formatter.encode(self.task.thought_prompt(problem, node.state, node.depth))
+        prompt_ids = self.formatter.encode(self.task.thought_prompt(problem, node.state, node.depth, self.depth))
         return thought_requests(prompt_ids, self.decode, self.run_seed, problem, node, self.n)
 
     def read(
@@ -57,7 +60,7 @@ class ThoughtGenerator:
                 Thought(
                     text=text,
                     state=state,
-                    terminal=bool(self.task.is_terminal(problem, state, node.depth)),
+                    terminal=bool(self.task.is_terminal(problem, state, node.depth, self.depth)),
                     seed=request.seed,
                     finish_reason=result.finish_reason,
                     stats=result.stats,

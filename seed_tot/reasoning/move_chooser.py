@@ -92,9 +92,11 @@ def move_probabilities(tokens: list[Prefix], branches: dict[Prefix, tuple[int, .
 class MoveChooser:
     """The Thought Generator of thought mode "choose" (same requests/read interface)."""
 
-    def __init__(self, task: Task, formatter: PromptFormatter, n: int, run_seed: int):
+    def __init__(self, task: Task, formatter: PromptFormatter, n: int, run_seed: int, depth: int):
+        """`depth`: the search's step limit, passed to the task's thought prompt and terminal check."""
         require_moves(task)
         self.task = task
+        self.depth = depth
         self.formatter = formatter
         self.n = n
         self.run_seed = run_seed
@@ -103,7 +105,7 @@ class MoveChooser:
     def requests(self, problem: Problem, node: ThoughtNode) -> list[GenerationRequest]:
         """One scoring request per point where the node's moves part; none for one move or none."""
         moves = list(self.task.next_moves(problem, node.state, node.depth))
-        context = self.formatter.reply_context(self.task.thought_prompt(problem, node.state, node.depth))
+        context = self.formatter.reply_context(self.task.thought_prompt(problem, node.state, node.depth, self.depth))
         tokens = move_tokens(self.formatter, context, moves)
         branches = branch_points(tokens)
         self._pending[node.id] = (moves, tokens, branches)
@@ -138,7 +140,7 @@ class MoveChooser:
             thoughts.append(Thought(
                 text=moves[index],
                 state=state,
-                terminal=bool(self.task.is_terminal(problem, state, node.depth)),
+                terminal=bool(self.task.is_terminal(problem, state, node.depth, self.depth)),
                 seed=seed,
                 finish_reason="stop",
                 stats=stats if rank == 0 else GenerationStats(),  # the scoring forwards, once for all siblings

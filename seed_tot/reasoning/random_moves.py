@@ -25,9 +25,11 @@ if TYPE_CHECKING:  # a runtime import would cycle: seed_tot.search imports this 
 class RandomMoves:
     """The Thought Generator of thought mode "random" (the requests/read interface of MoveChooser)."""
 
-    def __init__(self, task: Task, n: int, run_seed: int):
+    def __init__(self, task: Task, n: int, run_seed: int, depth: int):
+        """`depth`: the search's step limit, passed to the task's terminal check."""
         require_moves(task)
         self.task = task
+        self.depth = depth
         self.n = n
         self.run_seed = run_seed
 
@@ -48,7 +50,7 @@ class RandomMoves:
             thoughts.append(Thought(
                 text=move,
                 state=state,
-                terminal=bool(self.task.is_terminal(problem, state, node.depth)),
+                terminal=bool(self.task.is_terminal(problem, state, node.depth, self.depth)),
                 seed=seed,
                 finish_reason="stop",
                 stats=GenerationStats(),

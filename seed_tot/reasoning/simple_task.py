@@ -78,7 +78,7 @@ class SimpleTask(Task):
                 ) from None
         return problems
 
-    def thought_prompt(self, problem: Problem, state: str, step: int) -> str:
+    def thought_prompt(self, problem: Problem, state: str, step: int, depth: int) -> str:
         return fill(self.thought_template, question=problem.question, state=state or "(nothing yet)", step=step + 1)
 
     def value_prompt(self, problem: Problem, state: str, step: int) -> str:
@@ -90,7 +90,7 @@ class SimpleTask(Task):
     def extend_state(self, state: str, thought: str, step: int) -> str:
         return f"{state}{thought}\n"
 
-    def is_terminal(self, problem: Problem, state: str, step: int) -> bool:
+    def is_terminal(self, problem: Problem, state: str, step: int, depth: int) -> bool:
         return self.answer_pattern is not None and re.search(self.answer_pattern, state) is not None
 
     def extract_answer(self, problem: Problem, state: str) -> str | None:

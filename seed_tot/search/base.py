@@ -185,18 +185,19 @@ class Search(ABC):
     def steps(self, problem: Problem) -> Steps[SearchResult]:
         """The search of one problem as a step generator (yields batches, returns the result)."""
         cfg = self.config
+        depth_limit = step_limit(self.task, cfg)
         tree = ReasoningTree()
         tree.add_root(ROOT_STATE)
         run = SearchRun(
             problem=problem,
             tree=tree,
             log=BatchLog(),
-            generator=thought_generator(self.task, self.formatter, cfg),
+            generator=thought_generator(self.task, self.formatter, cfg, depth_limit),
             evaluator=StateEvaluator(
                 self.task, self.formatter, cfg.value_decode, cfg.seed, samples=cfg.value_samples,
                 mode=cfg.value_mode, judge=self.judge,
             ),
-            depth_limit=step_limit(self.task, cfg),
+            depth_limit=depth_limit,
             known_states=cfg.known_states,
         )
         cot_prompt = self.task.cot_prompt
@@ -280,15 +281,16 @@ def step_limit(task: Task, config: SearchConfig) -> int:
 
 
 def thought_generator(
-    task: Task, formatter: PromptFormatter, config: SearchConfig
+    task: Task, formatter: PromptFormatter, config: SearchConfig, depth: int
 ) -> ThoughtGenerator | MoveChooser | RandomMoves | ChainLines:
+    """The config's thought mode's generator; `depth` (the step limit) reaches the task's prompts."""
     if config.thought_mode == "line":
         return ChainLines(task, formatter, config.thought_decode, config.n_thoughts, config.seed)
     if config.thought_mode == "choose":
-        return MoveChooser(task, formatter, config.n_thoughts, config.seed)
+        return MoveChooser(task, formatter, config.n_thoughts, config.seed, depth)
     if config.thought_mode == "random":
-        return RandomMoves(task, config.n_thoughts, config.seed)
-    return ThoughtGenerator(task, formatter, config.thought_decode, config.n_thoughts, config.seed)
+        return RandomMoves(task, config.n_thoughts, config.seed, depth)
+    return ThoughtGenerator(task, formatter, config.thought_decode, config.n_thoughts, config.seed, depth)
 
 
 def require_cot_prompt(task: Task, search_name: str) -> None:

@@ -99,8 +99,6 @@ class ApiService:
         from seed_tot_tasks import get_task
 
         task = get_task(entry.task_name)
-        if config.depth is not None and task.depth is not None:
-            task.depth = config.depth  # GSM8K asks its closing question on the last level
         search = entry.search_cls(task, None, PromptFormatter(self.tokenizer), config, judge=self.judge)
         trace_id = f"{problem.id}-{uuid.uuid4().hex[:12]}"
         return Job(job_id=trace_id, search=search, problem=problem, on_done=on_done, on_progress=on_progress)
