@@ -142,3 +142,35 @@ def test_the_second_round_reaches_the_search_and_bad_values_are_refused():
     for flag, value, needle in (("--escalate", "-1", "--escalate must be 0"), ("--escalate-below", "1.5", "between 0 and 1")):
         result = run("gsm8k", "--tiny", flag, value, "--print-config")
         assert result.exit_code != 0 and needle in result.stderr
+
+
+def test_every_option_default_is_the_default_of_the_field_it_fills():
+    """A default is written once: each task command's (and the API's) option defaults to its RunConfig
+    field, and the search settings the defaults make are the search configs' own defaults."""
+    import click
+
+    from seed_tot.cli.api import api, server_options
+    from seed_tot.cli.run_config import search_settings
+    from seed_tot.cli.tasks import blocksworld, creative_writing, gsm8k
+    from seed_tot.search import SEARCHES
+    from seed_tot_tasks import get_task
+
+    server_only = {p.name for p in server_options(click.command()(lambda **_: None)).params}
+    for command in (gsm8k, creative_writing, blocksworld, api):
+        context = click.Context(command)
+        filled = [p for p in command.params if p.name in RunConfig.model_fields
+                  and not (command is api and p.name in server_only)]
+        assert len(filled) >= 40, command.name
+        for param in filled:
+            expected = RunConfig.model_fields[param.name].default
+            assert param.get_default(context) == expected, param.name
+    search_option = next(p for p in gsm8k.params if p.name == "search")
+    assert list(search_option.type.choices) == list(SEARCHES)
+
+    task = get_task("gsm8k")
+    for name, search in SEARCHES.items():
+        defaults = search.config_class()
+        settings = search_settings(RunConfig(search=name), task)
+        for field, value in settings.items():
+            if value is not None:  # None: decided by the task or the method (resolve_config)
+                assert value == getattr(defaults, field), (name, field)

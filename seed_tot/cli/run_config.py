@@ -18,38 +18,55 @@ from pydantic import BaseModel, ConfigDict
 
 from seed_tot.config import DecodeConfig, draft_shape, parse_k_config
 from seed_tot.errors import ConfigError
-from seed_tot.scheduling.methods import AUTO, IN_PROCESS_DEFAULT_METHOD, Method, checked_settings, method_named, names_where, resolve_method
+from seed_tot.scheduling.methods import (
+    AUTO,
+    DEFAULT_METHOD,
+    IN_PROCESS_DEFAULT_METHOD,
+    Method,
+    checked_settings,
+    method_named,
+    names_where,
+    resolve_method,
+)
+from seed_tot.search.base import SearchConfig
+from seed_tot.search.bfs import BFSConfig
+from seed_tot.search.mcts import MCTSConfig
 
 # Where a run reads and writes, which problems it takes and the machine it runs on: the trace
 # records the rest of the configuration, so runs of one configuration compare equal wherever they ran.
 NOT_RECORDED = frozenset({"data_path", "limit", "start", "ids", "out_dir", "resume", "ray_address", "ray_actors",
                           "threads", "max_memory", "server_url"})
 
+# The searches' own defaults: every search setting below takes its default from these, and the
+# command options take theirs from RunConfig (seed_tot/cli/options.py), so a number lives in one place.
+_SEARCH, _BFS, _MCTS = SearchConfig(), BFSConfig(), MCTSConfig()
+
 
 class RunConfig(BaseModel):
     """A task run's settings, named as the task commands name their options (n_thoughts for
     --thoughts, data_path for --data, out_dir for --out, method_options for --method-option, the
     others as spelled). None means "the default"; resolve_config decides the ones that depend on
-    the method or the task."""
+    the method or the task. Each field's default is the command option's default (the search
+    settings' come from the search configs)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # models
-    target: str
-    draft: str
-    tiny: bool
-    device: str
-    dtype: str
+    target: str = "default-target"
+    draft: str = "default-draft"
+    tiny: bool = False
+    device: str = "auto"
+    dtype: str = "auto"
     draft_dtype: str = "auto"
     int8: bool = False  # the target's linear layers int8 (seed_tot/runtime/int8_linear.py)
-    threads: int | None
+    threads: int | None = None
     max_memory: str | None = None  # None: default_budget() (half the machine's RAM)
     # method
-    method: str  # "auto" until resolved
+    method: str = DEFAULT_METHOD  # "auto" until resolved
     auto_choice: dict | None = None  # how "auto" was resolved: the measured paths (seed_tot/calibration) or the rule
-    k_config: str | None
-    k: int | None
-    workers: int | None
+    k_config: str | None = None
+    k: int | None = None
+    workers: int | None = None
     method_options: tuple[str, ...] = ()
     server_url: str | None = None
     server_api: str = "auto"
@@ -57,41 +74,41 @@ class RunConfig(BaseModel):
     server_timeout: float = 600.0
     with_draft: bool = False
     # search
-    search: str | None  # None: the task's default_search
-    n_thoughts: int
-    breadth: int
-    backtrack: bool = True
-    depth: int | None
-    iterations: int
-    exploration_weight: float
+    search: str | None = None  # None: the task's default_search
+    n_thoughts: int = _SEARCH.n_thoughts
+    breadth: int = _BFS.breadth
+    backtrack: bool = _BFS.backtrack
+    depth: int | None = _SEARCH.depth  # None: the task's default_depth
+    iterations: int = _MCTS.iterations
+    exploration_weight: float = _MCTS.exploration_weight
     thought_mode: str | None = None  # None: the task's default where the method can score, else the search's
-    known_states: bool = True
-    output_strategy: str
+    known_states: bool = _SEARCH.known_states
+    output_strategy: str = _MCTS.output_strategy
     # decoding and answers
-    temperature: float
-    top_p: float
-    max_new_tokens: int | None  # None: the task's thought budget
-    cot_max_new_tokens: int = 512  # per chain of thought (SearchConfig.cot_decode)
-    value_max_new_tokens: int
-    value_samples: int
+    temperature: float = _SEARCH.thought_decode.temperature
+    top_p: float = _SEARCH.thought_decode.top_p  # thoughts and evaluator replies alike
+    max_new_tokens: int | None = None  # None: the task's thought budget
+    cot_max_new_tokens: int = _SEARCH.cot_decode.max_new_tokens  # per chain of thought (SearchConfig.cot_decode)
+    value_max_new_tokens: int = _SEARCH.value_decode.max_new_tokens
+    value_samples: int = _SEARCH.value_samples
     value_mode: str | None = None  # None: the task's default where the method can score, else the search's
     value_model: str | None = None  # value mode learned: the head file (None: the one shipped for the target)
-    value_temperature: float
-    cot: bool
-    cot_samples: int
+    value_temperature: float = _SEARCH.value_decode.temperature
+    cot: bool = _SEARCH.cot_candidate
+    cot_samples: int = _SEARCH.cot_samples
     escalate: int | None = None  # None: the task's default (JUDGED_SECOND_ROUND where the vote is judged by default, else 0)
-    escalate_below: float = 0.7
-    escalate_from: str = "root"
-    vote: bool
+    escalate_below: float = _SEARCH.escalate_below
+    escalate_from: str = _SEARCH.escalate_from
+    vote: bool = _SEARCH.vote
     vote_weight: str | None = None  # None: "value" where the task's vote is judged by default, else "leaf"
-    seed: int
+    seed: int = _SEARCH.seed
     # data, output, scheduling
-    data_path: str | None
-    limit: int | None
-    start: int
-    ids: str | None
-    out_dir: str | None
-    resume: bool
+    data_path: str | None = None
+    limit: int | None = None
+    start: int = 0
+    ids: str | None = None
+    out_dir: str | None = None
+    resume: bool = False
     concurrency: int | None = None  # None: the method's default
     batching: str = "continuous"
     ray_address: str | None = None  # None: run here; "": Ray's default cluster; else a Ray address
@@ -189,13 +206,11 @@ def with_task_defaults(config: RunConfig, task) -> RunConfig:
     gets, for self-consistency, the learned judge's value-weighted vote where judged_by_default
     allows it (the rule that chose it measured that vote, not a tree's), with a second round of
     JUDGED_SECOND_ROUND samples where that vote is unsure (docs/judge.md)."""
-    from seed_tot.search import SearchConfig
-
     scores = config.method_info.can_score
     search = task.default_search if scores else (task.default_search_unscored or task.default_search)
-    thought_mode = task.default_thought_mode if scores else SearchConfig.model_fields["thought_mode"].default
-    value_mode = task.default_value_mode if scores else SearchConfig.model_fields["value_mode"].default
-    vote_weight, escalate = "leaf", 0
+    thought_mode = task.default_thought_mode if scores else _SEARCH.thought_mode
+    value_mode = task.default_value_mode if scores else _SEARCH.value_mode
+    vote_weight, escalate = _SEARCH.vote_weight, _SEARCH.escalate_samples
     search = config.search or search
     if (search == "self-consistency" and config.value_mode is None and config.vote_weight is None
             and judged_by_default(config, task)):
@@ -352,13 +367,11 @@ def search_settings(config: RunConfig, task) -> dict:
         "n_thoughts": config.n_thoughts,
         "depth": config.depth,
         "seed": config.seed,
-        "thought_decode": DecodeConfig(
-            max_new_tokens=thought_tokens, temperature=config.temperature, top_p=config.top_p
-        ),
-        "value_decode": DecodeConfig(
-            max_new_tokens=config.value_max_new_tokens, temperature=config.value_temperature, top_p=config.top_p
-        ),
-        "cot_decode": DecodeConfig(max_new_tokens=config.cot_max_new_tokens, temperature=0.0),
+        "thought_decode": _decode(_SEARCH.thought_decode, max_new_tokens=thought_tokens,
+                                  temperature=config.temperature, top_p=config.top_p),
+        "value_decode": _decode(_SEARCH.value_decode, max_new_tokens=config.value_max_new_tokens,
+                                temperature=config.value_temperature, top_p=config.top_p),
+        "cot_decode": _decode(_SEARCH.cot_decode, max_new_tokens=config.cot_max_new_tokens),
         "value_samples": config.value_samples,
         "value_mode": config.value_mode,
         "known_states": config.known_states,
@@ -381,6 +394,11 @@ def search_settings(config: RunConfig, task) -> dict:
             output_strategy=config.output_strategy,
         )
     return settings
+
+
+def _decode(default: DecodeConfig, **update: Any) -> DecodeConfig:
+    """The search's default decoding with the run's numbers in place (validated, as a new config)."""
+    return DecodeConfig(**{**default.model_dump(), **update})
 
 
 def read_config_file(path: str | Path, names: set[str]) -> dict[str, Any]:

@@ -32,20 +32,23 @@ from seed_tot.search.branching import plan_branches
 from seed_tot.search.escalation import unsure
 from seed_tot.search.known_states import first_goal, mark_repeats
 from seed_tot.search.steps import Batch, BatchOutcome, Steps, drive, gather
-from seed_tot.task import Problem, Task
+from seed_tot.task import DEFAULT_THOUGHT_TOKENS, Problem, Task
 from seed_tot.tree import ReasoningTree, ThoughtNode
 
 ROOT_STATE = ""  # tasks keep the question in the problem; the state holds the thoughts so far
 
 
 class SearchConfig(BaseModel):
-    """Settings every search shares (defaults chosen for small open models: README, "How an answer is chosen")."""
+    """Settings every search shares (defaults chosen for small open models: README, "How an answer is chosen").
+
+    These defaults are the only place the numbers are written: the CLI's options and the run
+    configuration (seed_tot/cli/run_config.py) read theirs from here."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     n_thoughts: int = Field(3, ge=1, description="thoughts generated per expanded state (n)")
     depth: int | None = Field(None, ge=1, description="step limit T; None uses the task's default depth")
-    thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=256, temperature=0.7, top_p=0.95)
+    thought_decode: DecodeConfig = DecodeConfig(max_new_tokens=DEFAULT_THOUGHT_TOKENS, temperature=0.7, top_p=0.95)
     value_decode: DecodeConfig = DecodeConfig(max_new_tokens=128, temperature=0.7, top_p=0.95)
     value_samples: int = Field(3, ge=1, description="evaluator replies per state, averaged (k)")
     value_mode: Literal["samples", "logits", "learned", "constant"] = Field(
@@ -82,7 +85,7 @@ class SearchConfig(BaseModel):
         "of the best-valued chain of the vote's leading answer or its runner-up (a tree that decodes only the rest)"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
-    thought_mode: Literal["sample", "choose", "random", "line"] = Field(
+    thought_mode: Literal["sample", "line", "choose", "random"] = Field(
         "sample", description="sample: n sampled thoughts per state; line: for tasks with a cot_prompt, a state is "
         "a partial chain of thought and a thought its next line (n sampled lines per state; with a learned judge, "
         "BFS is a value-guided beam over lines); choose: for tasks that list their moves "
