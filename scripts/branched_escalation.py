@@ -36,7 +36,7 @@ from judged_escalation import heldout_values  # noqa: E402
 from seed_tot.observe.report_files import write_report  # noqa: E402
 from seed_tot.search import SearchConfig  # noqa: E402
 from seed_tot.search.answers import Selection, select_answer  # noqa: E402
-from seed_tot.search.base import add_branch_node, add_cot_node, branch_requests, rate_chains  # noqa: E402
+from seed_tot.search.chains import add_branch_node, add_cot_node, branch_requests, rate_chains  # noqa: E402
 from seed_tot.search.branching import plan_branches  # noqa: E402
 from seed_tot.search.escalation import unsure  # noqa: E402
 from seed_tot.tree import ReasoningTree  # noqa: E402

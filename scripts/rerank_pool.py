@@ -34,7 +34,7 @@ from seed_tot.observe.comparison import (
 )
 from seed_tot.observe.rerank import rerank_table
 from seed_tot.records import append_json_lines
-from seed_tot.search.base import add_cot_node
+from seed_tot.search.chains import add_cot_node
 from seed_tot.tree import ReasoningTree
 from seed_tot_tasks import get_task
 

@@ -31,7 +31,7 @@ _EXPORTS = {
     "Method": "seed_tot.scheduling.methods",
     "DecodeConfig": "seed_tot.config",
     "SpeculationConfig": "seed_tot.config",
-    "SearchConfig": "seed_tot.search.base",
+    "SearchConfig": "seed_tot.search.settings",
     "SearchResult": "seed_tot.search.base",
     "Search": "seed_tot.search.base",
     "BFS": "seed_tot.search.bfs",

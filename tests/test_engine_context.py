@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from seed_tot.cli import main
 from seed_tot.engines.setup import DEFAULT_CTX_PER_SLOT, slot_context
-from seed_tot.search.base import SearchConfig
+from seed_tot.search.settings import SearchConfig
 
 
 def test_a_slot_holds_the_longest_request_rounded_up_to_256():

@@ -19,7 +19,7 @@ from seed_tot.models.loading import load_model  # noqa: E402
 from seed_tot.observe.peers import markdown_table  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.search import search_class  # noqa: E402
-from seed_tot.search.base import SearchConfig  # noqa: E402
+from seed_tot.search.settings import SearchConfig  # noqa: E402
 from seed_tot.search.steps import StepRunner  # noqa: E402
 from seed_tot_tasks import get_task  # noqa: E402
 

@@ -12,7 +12,7 @@ from search_helpers import FORMATTER
 from seed_tot.errors import ConfigError
 from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot.search import BFS, SEARCHES
-from seed_tot.search.base import SearchConfig
+from seed_tot.search.settings import SearchConfig
 from seed_tot.reasoning.evaluator import VALUE_MODES
 from seed_tot.task import Task
 from seed_tot_tasks import TASK_NAMES, get_task

@@ -76,7 +76,7 @@ def plan_for(spec: dict, method: str, out: Path):
 
 def chain_settings(search_config) -> dict:
     """What every system decodes per problem: the chains' count, settings and seeds."""
-    from seed_tot.search.base import cot_requests
+    from seed_tot.search.chains import cot_requests
 
     requests = cot_requests([0], search_config, "PROBLEM")
     return {

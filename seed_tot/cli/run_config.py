@@ -28,9 +28,9 @@ from seed_tot.scheduling.methods import (
     names_where,
     resolve_method,
 )
-from seed_tot.search.base import SearchConfig
 from seed_tot.search.bfs import BFSConfig
 from seed_tot.search.mcts import MCTSConfig
+from seed_tot.search.settings import SearchConfig
 
 # Where a run reads and writes, which problems it takes and the machine it runs on: the trace
 # records the rest of the configuration, so runs of one configuration compare equal wherever they ran.

@@ -12,7 +12,9 @@ while another is left. With `vote` the search's choice still goes through the us
 from __future__ import annotations
 
 from seed_tot.reasoning.request_seeds import search_request
-from seed_tot.search.base import Search, SearchConfig, SearchRun, add_cot_node, require_cot_prompt
+from seed_tot.search.base import Search, SearchRun
+from seed_tot.search.chains import add_cot_node, require_cot_prompt
+from seed_tot.search.settings import SearchConfig
 from seed_tot.tree import value_key
 from seed_tot.search.steps import Batch, Steps
 

@@ -14,8 +14,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from seed_tot.search.base import Search, SearchConfig, SearchRun, expand, is_dead_end
+from seed_tot.search.base import Search, SearchRun, expand, is_dead_end
 from seed_tot.search.known_states import is_pruned
+from seed_tot.search.settings import SearchConfig
 from seed_tot.search.steps import Steps
 from seed_tot.tree import ThoughtNode, value_key
 

@@ -9,7 +9,9 @@ at half its tokens (docs/quality.md), so GSM8K's CLI default is this search.
 from __future__ import annotations
 
 from seed_tot.errors import ConfigError
-from seed_tot.search.base import Search, SearchConfig, SearchRun, require_cot_prompt
+from seed_tot.search.base import Search, SearchRun
+from seed_tot.search.chains import require_cot_prompt
+from seed_tot.search.settings import SearchConfig
 from seed_tot.search.steps import Steps
 
 
@@ -25,6 +27,7 @@ class SelfConsistency(Search):
             raise ConfigError("self-consistency answers by a vote over chains of thought: drop --no-cot and --no-vote.")
 
     def _search(self, run: SearchRun) -> Steps[int]:
-        """No tree: the chains of thought, run beside this by Search.steps, are the whole search."""
+        """No tree: the chains of thought and their vote (seed_tot/search/chains.py), which every search
+        composes, are the whole search."""
         yield from ()
         return run.tree.root.id

@@ -24,7 +24,8 @@ from seed_tot.observe.comparison.pools import sample_indices  # the pool rows' f
 from seed_tot.observe.trace import jsonable
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import read_json_lines
-from seed_tot.search.base import SearchConfig, cot_requests
+from seed_tot.search.chains import cot_requests
+from seed_tot.search.settings import SearchConfig
 from seed_tot.values.rollout_engine import engine_settings
 
 POOL_FILE = "cot_samples.jsonl"

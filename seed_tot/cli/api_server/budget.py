@@ -89,7 +89,8 @@ def heaviest_setting(work: Work, default: Work) -> str:
 def work_of(config, search: str, trees: int, task) -> Work:
     """The Work of `trees` trees of `search` with `config` (a SearchConfig) on `task` (its depth
     and chain prompt)."""
-    from seed_tot.search.base import chain_indices, escalation_indices, step_limit
+    from seed_tot.search.base import step_limit
+    from seed_tot.search.chains import chain_indices, escalation_indices
 
     generates_values = config.value_mode == "samples"
     value_samples = (1 if config.value_decode.greedy else config.value_samples) if generates_values else 0

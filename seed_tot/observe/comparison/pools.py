@@ -13,7 +13,7 @@ from seed_tot.observe.comparison.runs import problem_of, read_jsonl, sample_resu
 from seed_tot.observe.trace import Trace
 from seed_tot.requests import GenerationResult, GenerationStats
 from seed_tot.search.answers import vote_candidates
-from seed_tot.search.base import add_cot_node
+from seed_tot.search.chains import add_cot_node
 from seed_tot.task import Problem, Task
 from seed_tot.tree import ReasoningTree
 

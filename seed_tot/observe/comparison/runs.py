@@ -17,7 +17,7 @@ from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import Trace, jsonable, load_trace, tree_from_trace
 from seed_tot.requests import GenerationResult, GenerationStats
 from seed_tot.search.answers import is_chain_of_thought, select_answer
-from seed_tot.search.base import add_cot_node
+from seed_tot.search.chains import add_cot_node
 from seed_tot.task import Problem, Task
 
 ANSWER_RULES = ("final", "cot", "cot_vote", "search", "tree_vote")
