@@ -51,13 +51,75 @@ def test_the_fastest_measured_path_is_chosen_and_cached():
     assert "llama-cpp (20.0 tokens/s at 8 rows" in record.line() and "batched-lookup float32 9.0" in record.line()
 
 
-def test_a_measurement_made_on_a_busy_machine_says_so(monkeypatch):
-    monkeypatch.setattr(choice, "load_average", lambda: [9.0, 9.0, 9.0])
+def other_work_of(share):
+    class FakeOtherWork:
+        def share(self, cores):
+            return share
+    return FakeOtherWork
+
+
+def test_a_measurement_made_while_other_work_held_the_cores_says_so(monkeypatch):
+    monkeypatch.setattr(choice, "OtherWork", other_work_of(0.6))
     busy = choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0}))
-    assert busy.was_busy and "run `seed-tot calibrate` again when it is quiet" in busy.line()
-    monkeypatch.setattr(choice, "load_average", lambda: [0.1, 0.1, 0.1])
+    assert busy.was_busy and "held 60% of the cores" in busy.line() and "when the machine is quiet" in busy.line()
+    monkeypatch.setattr(choice, "OtherWork", other_work_of(0.02))
+    monkeypatch.setattr(choice, "load_average", lambda: [9.0, 9.0, 9.0])  # measured share wins over the lagging load
     quiet = choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0}))
-    assert not quiet.was_busy and "busy" not in quiet.line()
+    assert not quiet.was_busy and "quiet" not in quiet.line()
+
+
+def test_where_other_work_cannot_be_read_the_load_average_decides(monkeypatch):
+    monkeypatch.setattr(choice, "OtherWork", other_work_of(None))
+    monkeypatch.setattr(choice, "load_average", lambda: [9.0, 9.0, 9.0])
+    assert choice.calibrate("default-target", 8, timer=fake_timer({"batched-lookup float32": 9.0})).was_busy
+
+
+def test_other_work_is_read_from_the_machine_s_counters():
+    from seed_tot.calibration.machine import OtherWork, busy_cpu_seconds
+
+    meter = OtherWork()
+    sum(i * i for i in range(200_000))  # this process's own work is not counted as other work
+    share = meter.share(cores=1)
+    assert busy_cpu_seconds() is None or (share is not None and 0.0 <= share)
+
+
+class SlowedExecutor:
+    """Costs `prefill` + `step` x new tokens seconds of a fake clock a call, plus `slowed[i]` on call i
+    (other work on the machine), and returns rows of that many tokens."""
+
+    def __init__(self, clock, prefill, step, slowed):
+        self.clock, self.prefill, self.step, self.slowed, self.calls = clock, prefill, step, slowed, 0
+
+    def run(self, requests):
+        from types import SimpleNamespace
+
+        new = requests[0].config.max_new_tokens
+        self.clock[0] += self.prefill + self.step * new + self.slowed.get(self.calls, 0.0)
+        self.calls += 1
+        return [SimpleNamespace(token_ids=[0] * new) for _ in requests]
+
+
+def test_the_probe_times_steps_by_the_fastest_of_each_call_where_other_work_ran(monkeypatch):
+    from seed_tot.calibration import probe
+
+    clock, shares = [0.0], iter([0.5, 0.5, 0.0])  # other work during the first two rounds
+    monkeypatch.setattr(probe.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(probe, "OtherWork", lambda: type("W", (), {"share": lambda self, cores: next(shares)})())
+    # call 1 (round 1's short call) slowed by 3 s: a per-round difference would keep round 1's
+    # too-small difference and report steps ~30x faster than they are
+    executor = SlowedExecutor(clock, prefill=1.0, step=0.1, slowed={1: 3.0, 4: 2.0})
+    tokens, seconds, rounds = probe.time_executor(executor, [1, 2, 3], width=4, new_tokens=8)
+    assert rounds == 3 and tokens == 4 * 8 and seconds == pytest.approx(0.8)
+
+
+def test_one_round_is_enough_where_nothing_else_ran(monkeypatch):
+    from seed_tot.calibration import probe
+
+    clock = [0.0]
+    monkeypatch.setattr(probe.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(probe, "OtherWork", lambda: type("W", (), {"share": lambda self, cores: 0.0})())
+    executor = SlowedExecutor(clock, prefill=1.0, step=0.1, slowed={})
+    assert probe.time_executor(executor, [1], width=2, new_tokens=8)[1:] == (pytest.approx(0.8), 1)
 
 
 def test_an_in_process_dtype_wins_where_it_is_faster():

@@ -11,8 +11,8 @@ from typing import Callable
 
 from pydantic import BaseModel
 
-from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
-from seed_tot.calibration.probe import NEW_TOKENS, RunPath, Timing, time_path
+from seed_tot.calibration.machine import OtherWork, identity_key, machine_identity, read_bandwidth_gb_s
+from seed_tot.calibration.probe import NEW_TOKENS, ROUNDS, RunPath, Timing, time_path
 from seed_tot.errors import SeedTotError
 from seed_tot.scheduling.methods import runs_on_llama_cpp
 from seed_tot.records import load_average, write_json_atomically
@@ -21,7 +21,8 @@ CALIBRATION_ENV = "SEED_TOT_CALIBRATION_DIR"
 WIDTHS = (4, 8, 16)  # rows timed at once; a run's width is rounded up to one of these (wider costs minutes here)
 IN_PROCESS_METHOD = "batched-lookup"
 ENGINE_METHOD = "llama-cpp"
-RECORD_VERSION = 2
+RECORD_VERSION = 3
+BUSY_SHARE = 0.25  # other processes' share of the cores above which a measurement is flagged
 
 
 class Calibration(BaseModel):
@@ -32,10 +33,12 @@ class Calibration(BaseModel):
     target_id: str
     width: int
     new_tokens: int
+    max_rounds: int  # timed rounds per path at most (one where nothing else ran), the fastest kept
     machine: dict
     machine_key: str
     bandwidth_gb_s: float
     load_average: list[float]  # 1, 5 and 15 minutes, as the measurement started
+    other_work_share: float | None  # other processes' share of the cores while it ran (None: not readable here)
     measured_at: str
     int8_allowed: bool
     timings: list[dict]
@@ -46,16 +49,24 @@ class Calibration(BaseModel):
         ranked = sorted((t for t in self.timings if t.get("error") is None), key=lambda t: -t["tokens_per_second"])
         others = ", ".join(f"{t['label']} {t['tokens_per_second']:.1f}" for t in ranked[1:])
         best = ranked[0]
-        busy = (f"; the machine was busy (load {self.load_average[0]:.1f} on {self.machine['cores']} cores): "
-                "run `seed-tot calibrate` again when it is quiet" if self.was_busy else "")
+        busy = (f"; other work held {self.busy_share:.0%} of the cores meanwhile: "
+                "run `seed-tot calibrate` again when the machine is quiet" if self.was_busy else "")
         return (f"auto: {best['label']} ({best['tokens_per_second']:.1f} tokens/s at {self.width} rows, measured "
                 f"{self.measured_at} on {self.machine['cpu_model']}, {self.machine['cores']} cores"
                 + (f"; {others}" if others else "") + busy + ")")
 
     @property
+    def busy_share(self) -> float:
+        """Other work's share of the cores: measured while the probe ran, else read from the load
+        average as it started (this process not counted where it can be measured)."""
+        if self.other_work_share is not None:
+            return self.other_work_share
+        return self.load_average[0] / self.machine["cores"]
+
+    @property
     def was_busy(self) -> bool:
-        """Other work held the cores as the measurement started: its timings may rank the paths wrongly."""
-        return self.load_average[0] > self.machine["cores"]
+        """Other work held the cores while the paths were timed: the ranking may be wrong."""
+        return self.busy_share > BUSY_SHARE
 
 
 def calibration_dir() -> FilePath:
@@ -127,7 +138,7 @@ def timing_row(timing: Timing | None, path: RunPath, error: str | None = None) -
         return row | {"error": error}
     return row | {"tokens": timing.tokens, "seconds": round(timing.seconds, 3),
                   "tokens_per_second": round(timing.tokens_per_second, 2),
-                  "load_seconds": round(timing.load_seconds, 2), "error": None}
+                  "load_seconds": round(timing.load_seconds, 2), "rounds": timing.rounds, "error": None}
 
 
 def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[[str], None] = lambda _: None,
@@ -136,7 +147,7 @@ def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[
     fastest, and cache the record."""
     timer = timer or time_path
     width = width_bucket(width)
-    load = load_average()
+    load, other_work = load_average(), OtherWork()
     timings, rows, errors = [], [], []
     for path in candidate_paths(target, allow_int8):
         echo(f"calibrating {path.label} at {width} rows ...")
@@ -154,9 +165,10 @@ def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[
         raise errors[0]  # e.g. the models are not pulled: the first path's own sentence says what to do
     best = fastest(timings).path
     record = Calibration(
-        target=target, target_id=target_id(target), width=width, new_tokens=NEW_TOKENS,
+        target=target, target_id=target_id(target), width=width, new_tokens=NEW_TOKENS, max_rounds=ROUNDS,
         machine=machine_identity(), machine_key=identity_key(machine_identity()),
-        bandwidth_gb_s=read_bandwidth_gb_s(), load_average=load, measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        bandwidth_gb_s=read_bandwidth_gb_s(), load_average=load,
+        other_work_share=other_work.share(machine_identity()["cores"]), measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         int8_allowed=allow_int8, timings=rows,
         chosen={"method": best.method, "dtype": best.dtype, "int8": best.int8, "label": best.label})
     write_json_atomically(calibration_file(target, width, allow_int8), record.model_dump(mode="json"))
