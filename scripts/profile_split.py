@@ -16,6 +16,7 @@ counted apart.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import Counter
 from pathlib import Path
@@ -31,9 +32,11 @@ PARTS = (  # (part, frame markers), the first marker found from the innermost fr
 
 
 def read_raw(path: Path) -> list[tuple[list[str], int]]:
-    """py-spy's raw (collapsed) format: one `thread;frame;...;frame count` line per stack."""
+    """py-spy's raw (collapsed) format: one `[thread;]frame;...;frame count` line per stack (the
+    thread only where it was recorded with --threads); gzipped where the name ends in .gz."""
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
     stacks = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         stack, _, count = line.rpartition(" ")
         if stack:
             stacks.append((stack.split(";"), int(count)))
@@ -51,9 +54,12 @@ def part_of(frames: list[str]) -> str:
 
 
 def split(stacks: list[tuple[list[str], int]]) -> Counter:
+    """Counts by part of the main thread's samples, or of every sample where no thread was recorded
+    (only the main thread runs decode steps, so other threads' samples fall outside them)."""
+    with_threads = any(frames[0].startswith("thread (") for frames, _ in stacks if frames)
     counts: Counter = Counter()
     for frames, count in stacks:
-        if frames and "MainThread" in frames[0]:
+        if frames and (not with_threads or "MainThread" in frames[0]):
             counts[part_of(frames)] += count
     return counts
 
