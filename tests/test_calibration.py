@@ -14,6 +14,12 @@ from seed_tot.errors import ModelNotFoundError
 
 
 @pytest.fixture(autouse=True)
+def no_roofline(monkeypatch):
+    """The pulled models' sizes (where a developer has them) leave the fake timings' choices alone."""
+    monkeypatch.setattr(choice, "speed_bound", lambda *args: None)
+
+
+@pytest.fixture(autouse=True)
 def calibration_dir(tmp_path, monkeypatch):
     monkeypatch.setenv(choice.CALIBRATION_ENV, str(tmp_path / "calibration"))
     return tmp_path / "calibration"
@@ -45,10 +51,37 @@ def test_the_fastest_measured_path_is_chosen_and_cached():
     timer = fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 4.0, "llama-cpp": 20.0})
     record = choice.calibrate("default-target", 5, timer=timer)
     assert record.width == 8 and record.chosen["method"] == "llama-cpp" and record.chosen["dtype"] is None
-    assert [c[1] for c in timer.calls][:2] == ["batched-lookup float32", "batched-lookup bfloat16"]
+    assert [c[1] for c in timer.calls][0] == "batched-lookup bfloat16" and timer.calls[-1][1] == "batched-lookup float32"
     assert choice.cached_calibration("default-target", 8) == record
     assert choice.cached_calibration("default-target", 16) is None  # another width is measured apart
     assert "llama-cpp (20.0 tokens/s at 8 rows" in record.line() and "batched-lookup float32 9.0" in record.line()
+
+
+def test_a_path_whose_roofline_is_below_a_measured_speed_is_not_timed():
+    timer = fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 40.0, "llama-cpp": 20.0})
+    bounds = {"batched-lookup bfloat16": 60.0, "batched-lookup float32": 30.0}
+    record = choice.calibrate("default-target", 8, timer=timer, bound=lambda t, path, w, bw: bounds.get(path.label))
+    assert "batched-lookup float32" not in [c[1] for c in timer.calls]
+    [skipped] = [t for t in record.timings if t["label"] == "batched-lookup float32"]
+    assert "at most 30.0 tokens/s at 8 rows, below batched-lookup bfloat16's measured 40.0" in skipped["skipped"]
+    assert record.chosen["label"] == "batched-lookup bfloat16" and "float32" not in record.line()
+    bounds["batched-lookup float32"] = 45.0  # a bound above the best so far: timed
+    timer = fake_timer({"batched-lookup bfloat16": 40.0, "batched-lookup float32": 9.0})
+    choice.calibrate("default-target", 8, timer=timer, bound=lambda t, path, w, bw: bounds.get(path.label))
+    assert timer.calls[-1][1] == "batched-lookup float32"
+
+
+def test_the_roofline_counts_the_weights_a_step_reads(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    from seed_tot.calibration.roofline import speed_bound, weights_read_every_step
+
+    save_file({"model.embed_tokens.weight": torch.zeros(100, 8), "model.layers.0.mlp.up_proj.weight": torch.zeros(16, 8),
+               "lm_head.weight": torch.zeros(100, 8)}, str(tmp_path / "model.safetensors"))
+    assert weights_read_every_step(tmp_path) == 16 * 8
+    assert speed_bound("tiny-target", RunPath("batched-lookup", "float32"), 8, 25.0) is None  # nothing to read
+    assert speed_bound("default-target", RunPath("llama-cpp"), 8, 25.0) is None  # an engine's own file
 
 
 def other_work_of(share):

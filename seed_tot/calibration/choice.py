@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from seed_tot.calibration.machine import OtherWork, identity_key, machine_identity, read_bandwidth_gb_s
 from seed_tot.calibration.probe import NEW_TOKENS, ROUNDS, RunPath, Timing, time_path
+from seed_tot.calibration.roofline import speed_bound
 from seed_tot.errors import SeedTotError
 from seed_tot.scheduling.methods import runs_on_llama_cpp
 from seed_tot.records import load_average, write_json_atomically
@@ -46,7 +47,7 @@ class Calibration(BaseModel):
 
     def line(self) -> str:
         """The one line a run prints: what runs and why."""
-        ranked = sorted((t for t in self.timings if t.get("error") is None), key=lambda t: -t["tokens_per_second"])
+        ranked = sorted((t for t in self.timings if "tokens_per_second" in t), key=lambda t: -t["tokens_per_second"])
         others = ", ".join(f"{t['label']} {t['tokens_per_second']:.1f}" for t in ranked[1:])
         best = ranked[0]
         busy = (f"; other work held {self.busy_share:.0%} of the cores meanwhile: "
@@ -113,19 +114,20 @@ def cached_calibration(target: str, width: int, int8_allowed: bool = False) -> C
 
 
 def candidate_paths(target: str, allow_int8: bool) -> list[RunPath]:
-    """Every path that can run `target` on this CPU: in process in float32 and bfloat16 (float16 only
+    """Every path that can run `target` on this CPU: in process in bfloat16 and float32 (float16 only
     where the CPU computes it natively: elsewhere it is emulated and can overflow), with int8 layers
-    where allowed and exact here, and llama.cpp for a GGUF target where it is installed."""
+    where allowed and exact here, and llama.cpp for a GGUF target where it is installed. The paths
+    that read fewer bytes a step come first, so float32 (the slowest to load) can be left out by its
+    roofline once a faster path is measured."""
     from seed_tot.models.loading import cpu_supports_fp16
     from seed_tot.runtime.int8_linear import int8_works
 
-    dtypes = ["float32", "bfloat16", *(["float16"] if cpu_supports_fp16() else [])]
-    paths = [RunPath(IN_PROCESS_METHOD, dtype) for dtype in dtypes]
+    paths = [RunPath(IN_PROCESS_METHOD, dtype) for dtype in ("bfloat16", *(["float16"] if cpu_supports_fp16() else []))]
     if allow_int8 and int8_works():
-        paths += [RunPath(IN_PROCESS_METHOD, dtype, int8=True) for dtype in ("float32", "bfloat16")]
+        paths += [RunPath(IN_PROCESS_METHOD, dtype, int8=True) for dtype in ("bfloat16", "float32")]
     if runs_on_llama_cpp(target):
         paths.append(RunPath(ENGINE_METHOD))
-    return paths
+    return paths + [RunPath(IN_PROCESS_METHOD, "float32")]
 
 
 def fastest(timings: list[Timing]) -> Timing:
@@ -142,14 +144,23 @@ def timing_row(timing: Timing | None, path: RunPath, error: str | None = None) -
 
 
 def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[[str], None] = lambda _: None,
-              timer: Callable[[str, RunPath, int], Timing] | None = None) -> Calibration:
-    """Time every candidate path at `width` rows (with `timer`, default time_path), choose the
-    fastest, and cache the record."""
-    timer = timer or time_path
+              timer: Callable[[str, RunPath, int], Timing] | None = None,
+              bound: Callable[[str, RunPath, int, float], float | None] | None = None) -> Calibration:
+    """Time every candidate path at `width` rows (with `timer`, default time_path), except one whose
+    roofline `bound` is below a speed already measured, choose the fastest, and cache the record."""
+    timer, bound = timer or time_path, bound or speed_bound
     width = width_bucket(width)
-    load, other_work = load_average(), OtherWork()
+    load, other_work, bandwidth = load_average(), OtherWork(), read_bandwidth_gb_s()
     timings, rows, errors = [], [], []
     for path in candidate_paths(target, allow_int8):
+        ceiling = bound(target, path, width, bandwidth)
+        if timings and ceiling is not None and ceiling < fastest(timings).tokens_per_second:
+            best = fastest(timings)
+            reason = (f"its weights read at {bandwidth} GB/s allow at most {ceiling:.1f} tokens/s at {width} rows, "
+                      f"below {best.path.label}'s measured {best.tokens_per_second:.1f}")
+            rows.append(timing_row(None, path) | {"skipped": reason})
+            echo(f"not timing {path.label}: {reason}")
+            continue
         echo(f"calibrating {path.label} at {width} rows ...")
         try:
             timing = timer(target, path, width)
@@ -167,7 +178,7 @@ def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[
     record = Calibration(
         target=target, target_id=target_id(target), width=width, new_tokens=NEW_TOKENS, max_rounds=ROUNDS,
         machine=machine_identity(), machine_key=identity_key(machine_identity()),
-        bandwidth_gb_s=read_bandwidth_gb_s(), load_average=load,
+        bandwidth_gb_s=bandwidth, load_average=load,
         other_work_share=other_work.share(machine_identity()["cores"]), measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         int8_allowed=allow_int8, timings=rows,
         chosen={"method": best.method, "dtype": best.dtype, "int8": best.int8, "label": best.label})

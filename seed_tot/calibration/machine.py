@@ -45,6 +45,8 @@ def read_bandwidth_gb_s(megabytes: int = 256, repeats: int = 3) -> float:
     than the caches."""
     import torch
 
+    import seed_tot.runtime  # noqa: F401  (flushes subnormals before this sum starts torch's threads)
+
     values = torch.ones(megabytes * 2**20 // 4)
     best = float("inf")
     for _ in range(repeats):
