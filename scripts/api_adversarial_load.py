@@ -2,13 +2,17 @@
 one, the hostile requests' answers, peak memory, and how fast the server stops on Ctrl-C.
 
 Starts `seed-tot api` (the tiny pair unless told otherwise) on 127.0.0.1 and a free port, then:
-1. baseline: `--clients` well-behaved clients, each sending `--requests` small requests one after
-   another (a client retries a 429 after its Retry-After, as the openai client does);
+1. baseline: after one warm-up request per client (not counted), `--clients` well-behaved clients,
+   each sending small requests one after another (at least `--requests`, and for `--baseline-seconds`,
+   so that both phases see the machine over a similar stretch; a client retries a 429 after its
+   Retry-After, as the openai client does);
 2. the same clients again, from the moment the hostile client's first request runs until the last of
    its quick ones is answered, while it sends, in turn: the largest request the server's
    budget allows, over-budget requests, a huge n_thoughts, a body that stops midway (the client goes
    away), requests whose client goes away during the search (waiting, and reading a stream), a 2 MB body (declared, and chunked
-   without a length), a body sent one byte at a time, malformed JSON, and a flood past the queue bound;
+   without a length), a body sent one byte at a time, malformed JSON, and a flood past the queue bound
+   (each refusal timed from its request's last byte to its status line); with --sustained, the
+   clients go on until the largest request is answered;
 3. SIGINT while the largest allowed request runs (time to exit); then a fresh server, the same
    request and two SIGINTs 0.5 s apart.
 Everything runs on loopback, every loop is bounded, and the servers are stopped (SIGKILL as a last
@@ -203,12 +207,22 @@ def timed_post(url: str, body, expect: tuple[int, ...], name: str, raw: bytes | 
             reply = http.post(url + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
         else:
             reply = http.post(url + "/v1/chat/completions", json=body)
-        status, code = reply.status_code, (reply.json().get("error") or {}).get("code") if reply.status_code != 200 else None
+        status, code = reply.status_code, error_code(reply) if reply.status_code != 200 else None
         retry_after = reply.headers.get("retry-after")
     except httpx.TransportError as exc:
         status, code, retry_after = type(exc).__name__, None, None
     return {"request": name, "status": status, "code": code, "seconds": round(time.monotonic() - started, 4),
+            "answered_at": time.monotonic(),  # the system's monotonic clock: comparable across the script's processes
             "expected": list(expect), "ok": status in expect, **({"retry_after": retry_after} if retry_after else {})}
+
+
+def error_code(reply: httpx.Response) -> str | None:
+    """The error's code of a refusal; None where the body is not the server's JSON (uvicorn's own 500
+    to a request cut off by a second Ctrl-C, say)."""
+    try:
+        return (reply.json().get("error") or {}).get("code")
+    except (ValueError, AttributeError):
+        return None
 
 
 def raw_exchange(port: int, head: bytes, parts: list[tuple[bytes, float]], close_early: bool = False) -> dict:
@@ -231,7 +245,7 @@ def raw_exchange(port: int, head: bytes, parts: list[tuple[bytes, float]], close
         except (TimeoutError, OSError) as exc:
             return {"status": type(exc).__name__, "seconds": round(time.monotonic() - sent, 4)}
     status = int(first.split(b" ")[1]) if first.startswith(b"HTTP/") else repr(first[:40])
-    return {"status": status, "seconds": round(time.monotonic() - sent, 4)}
+    return {"status": status, "seconds": round(time.monotonic() - sent, 4), "answered_at": time.monotonic()}
 
 
 def head(port: int, length: int | None, chunked: bool = False) -> bytes:
@@ -303,20 +317,59 @@ def disconnect_mid_stream(url: str, port: int, body: dict) -> dict:
             "expected": ["cancelled"]}
 
 
-def flood(url: str, requests: int) -> dict:
-    """`requests` concurrent small requests: some must be refused with 429 and Retry-After, fast."""
-    def one(i: int) -> dict:
-        return timed_post(url, chat(f"What is {i} plus 1?", seed=i, n=2), (200, 429), "flood")
+def flood(port: int, requests: int, limit: float = 120) -> dict:
+    """`requests` small requests at once: some must be refused with 429 and Retry-After, fast.
 
-    with ThreadPoolExecutor(min(requests, 64)) as pool:
-        replies = list(pool.map(one, range(requests)))
+    Each has a connection of its own, opened first; the requests (encoded beforehand) are then sent
+    back to back and one thread reads every reply's head as it comes, so each time (from its
+    request's last byte to its status line) is the server's, not a client thread's wait for its turn."""
+    import selectors
+
+    socks, payloads = [], []
+    for i in range(requests):
+        data = json.dumps(chat(f"What is {i} plus 1?", seed=i, n=2)).encode()
+        payloads.append(head(port, len(data)) + data)
+        socks.append(socket.create_connection((HOST, port), timeout=limit))
+    sent, heads = {}, {}
+    selector = selectors.DefaultSelector()
+    try:
+        for sock, payload in zip(socks, payloads):
+            sock.sendall(payload)
+            sent[sock] = time.monotonic()
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ, bytearray())
+        deadline = time.monotonic() + limit
+        while len(heads) < requests and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=1.0):
+                sock, buffer = key.fileobj, key.data
+                try:
+                    part = sock.recv(65536)
+                except BlockingIOError:
+                    continue
+                buffer += part
+                if b"\r\n\r\n" in buffer or not part:
+                    heads[sock] = (time.monotonic() - sent[sock], bytes(buffer.split(b"\r\n\r\n")[0]))
+                    selector.unregister(sock)
+    finally:
+        selector.close()
+        for sock in socks:
+            sock.close()
+    replies = []
+    for sock in socks:
+        seconds, text = heads.get(sock, (None, b""))
+        lines = text.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1]) if lines[0].startswith("HTTP/") else "no answer"
+        retry_after = any(line.lower().startswith("retry-after:") for line in lines[1:])
+        replies.append({"status": status, "seconds": seconds, "retry_after": retry_after,
+                        "ok": status in (200, 429)})
     refused = sorted(r["seconds"] for r in replies if r["status"] == 429)
-    retry_after = all(r.get("retry_after") for r in replies if r["status"] == 429)
+    retry_after = all(r["retry_after"] for r in replies if r["status"] == 429)
     return {"request": f"flood of {requests} at once", "status": f"{len(refused)} x 429, "
             f"{sum(r['status'] == 200 for r in replies)} x 200", "expected": ["429 for some, 200 for the rest"],
             "ok": bool(refused) and all(r["ok"] for r in replies) and retry_after,
             "seconds": round(statistics.median(refused), 4) if refused else None,
-            "max_seconds": round(refused[-1], 4) if refused else None, "retry_after_sent": retry_after}
+            "max_seconds": round(refused[-1], 4) if refused else None, "retry_after_sent": retry_after,
+            "refused_under_100_ms": sum(seconds < 0.1 for seconds in refused)}
 
 
 def guarded(name: str, attempt) -> dict:
@@ -360,7 +413,7 @@ def hostile(url: str, port: int, budget: int, queue_bound: int) -> list[dict]:
     results.append(guarded("disconnect mid-stream", lambda: disconnect_mid_stream(url, port, chat(
         "Count to one hundred.", model="gsm8k/bfs", max_tokens=256, temperature=1.0, seed=12,
         seed_tot={"n_thoughts": 4, "depth": 3}))))
-    results.append(flood(url, 2 * queue_bound + 32))
+    results.append(flood(port, 2 * queue_bound + 32))
     for r in results:
         r.setdefault("ok", r["status"] in r["expected"])
     return results
@@ -388,12 +441,18 @@ def machine() -> dict:
             "load_average": os.getloadavg()[0]}
 
 
+def ratios(base: dict, under: dict) -> dict:
+    return {f"{q}_ratio": round(under[f"{q}_seconds"] / base[f"{q}_seconds"], 2)
+            if base[f"{q}_seconds"] and under[f"{q}_seconds"] else None for q in ("p50", "p95")}
+
+
 def table(result: dict) -> str:
     base, under = result["baseline"], result["with_hostile"]
     lines = ["| well-behaved clients | requests | answered | lost | p50 s | p95 s | 429 retries |", "|---|---|---|---|---|---|---|"]
     for name, row in (("alone", base), ("with the hostile client", under)):
         lines.append(f"| {name} | {row['requests']} | {row['answered']} | {row['lost']} | {row['p50_seconds']} | "
                      f"{row['p95_seconds']} | {row['retried_after_429']} |")
+    lines.append(f"p50 x{result['p50_ratio']}, p95 x{result['p95_ratio']} beside the hostile client")
     lines += ["", "| hostile request | status | code | seconds to the answer | expected |", "|---|---|---|---|---|"]
     for r in result["hostile"]:
         seconds = f"{r['seconds']} (median; max {r['max_seconds']})" if "max_seconds" in r else r["seconds"]
@@ -418,17 +477,22 @@ def table(result: dict) -> str:
 @click.option("--work", "work_dir", type=click.Path(file_okay=False), default="runs/api_adversarial", show_default=True,
               help="The servers' logs and traces.")
 @click.option("--phase-limit", type=float, default=600, show_default=True, help="Seconds a phase may take at most.")
+@click.option("--baseline-seconds", type=float, default=20, show_default=True,
+              help="Seconds the well-behaved clients keep sending in the baseline (at least --requests each).")
+@click.option("--sustained", is_flag=True, help="The well-behaved clients keep sending until the largest allowed "
+              "request is answered (or --phase-limit), not only while the quick attacks run.")
 @click.argument("server_args", nargs=-1)
 def main(clients: int, requests: int, budget: int, queue_bound: int, shutdown_timeout: float, out_path: str,
-         work_dir: str, phase_limit: float, server_args: tuple[str, ...]) -> None:
+         work_dir: str, phase_limit: float, baseline_seconds: float, sustained: bool, server_args: tuple[str, ...]) -> None:
     """Everything after the options goes to `seed-tot api` (default: --tiny --dtype float32 --threads 1)."""
     result = run(clients, requests, budget, queue_bound, shutdown_timeout, Path(out_path), Path(work_dir), phase_limit,
-                 list(server_args) or ["--tiny", "--dtype", "float32", "--threads", "1"])
+                 list(server_args) or ["--tiny", "--dtype", "float32", "--threads", "1"], sustained, baseline_seconds)
     print(table(result))
 
 
 def run(clients: int, requests: int, budget: int, queue_bound: int, shutdown_timeout: float, out_path: Path,
-        logs: Path, phase_limit: float, server_args: list[str]) -> dict:
+        logs: Path, phase_limit: float, server_args: list[str], sustained: bool = False,
+        baseline_seconds: float = 20) -> dict:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
     args = [*server_args, *SERVER_SETTINGS, "--out", str(logs / "traces"), "--max-request-tokens", str(budget),
@@ -436,7 +500,10 @@ def run(clients: int, requests: int, budget: int, queue_bound: int, shutdown_tim
     started = time.monotonic()
     server = Server(args, logs / "server.log")
     try:
-        baseline = clients_run(server.url, clients, requests, phase_limit)
+        load_before = os.getloadavg()[0]
+        clients_run(server.url, clients, 1, phase_limit)  # warm-up: first-request costs are no one's latency
+        until = time.monotonic() + baseline_seconds
+        baseline = clients_run(server.url, clients, requests, phase_limit, more=lambda: time.monotonic() < until)
         largest, _ = largest_allowed(budget)
         bound = largest.pop("bound")
         big: list[dict] = []
@@ -446,7 +513,8 @@ def run(clients: int, requests: int, budget: int, queue_bound: int, shutdown_tim
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             attack = pool.submit(hostile, server.url, server.port, budget, queue_bound)
             wait_running(server.url, 1, phase_limit)  # the largest allowed request is in
-            under = clients_run(server.url, clients, requests, phase_limit, more=lambda: not attack.done())
+            under = clients_run(server.url, clients, requests, phase_limit,
+                                more=lambda: not attack.done() or (sustained and not big))
             hostile_results = attack.result(phase_limit)
         sender.join(phase_limit)
         hostile_results.insert(0, big[0] if big else {
@@ -461,10 +529,12 @@ def run(clients: int, requests: int, budget: int, queue_bound: int, shutdown_tim
     twice = sigint_during_largest(Server(args, logs / "server-sigint2.log"), budget, [0.0, 0.5], shutdown_timeout + 30)
     result = {
         "command": " ".join(["python", "scripts/api_adversarial_load.py", "--clients", str(clients), "--requests",
-                             str(requests), "--max-request-tokens", str(budget), "--max-queue", str(queue_bound),
-                             "--shutdown-timeout", f"{shutdown_timeout:g}", "--out", str(out_path), *server_args]),
-        "server_args": args, "machine": machine(), "shutdown_timeout": shutdown_timeout, "budget": budget,
-        "baseline": baseline, "with_hostile": under, "hostile": hostile_results, "peak_rss_mib": peak,
+                             str(requests), "--baseline-seconds", f"{baseline_seconds:g}",
+                             "--max-request-tokens", str(budget), "--max-queue", str(queue_bound),
+                             "--shutdown-timeout", f"{shutdown_timeout:g}", *(["--sustained"] if sustained else []),
+                             "--out", str(out_path), *server_args]),
+        "sustained": sustained, "server_args": args, "machine": {**machine(), "load_average_at_start": load_before}, "shutdown_timeout": shutdown_timeout, "budget": budget,
+        "baseline": baseline, "with_hostile": under, **ratios(baseline, under), "hostile": hostile_results, "peak_rss_mib": peak,
         "health_after": health_after, "sigint_once": once, "sigint_twice": twice,
         "tracebacks_in_log": log_text.count("Traceback"), "seconds": round(time.monotonic() - started, 1),
     }

@@ -258,6 +258,7 @@ def create_app(service: ApiService, api_key: str | None = None) -> Starlette:
     ]
     app = Starlette(routes=routes, exception_handlers={ApiError: api_error, HTTPException: http_error,
                                                        SeedTotError: seed_tot_error})
+    app.add_middleware(_RoomGate, service=service)
     if api_key:
         app.add_middleware(_KeyCheck, api_key=api_key)
     app.state.service = service
@@ -272,11 +273,37 @@ def _check_room(service: ApiService, trees: int, submit: list | None = None) -> 
             service.driver.check_room(trees)
         else:
             service.driver.submit(submit)
-    except DriverClosed as exc:
-        raise ApiError(503, str(exc), type_="server_error", code="shutting_down") from None
-    except QueueFull as exc:
-        raise ApiError(429, str(exc), type_="rate_limit_error", code="queue_full",
-                       headers={"Retry-After": str(RETRY_AFTER_SECONDS)}) from None
+    except (DriverClosed, QueueFull) as exc:
+        raise _room_error(exc) from None
+
+
+def _room_error(exc: DriverClosed | QueueFull) -> ApiError:
+    if isinstance(exc, DriverClosed):
+        return ApiError(503, str(exc), type_="server_error", code="shutting_down")
+    return ApiError(429, str(exc), type_="rate_limit_error", code="queue_full",
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+
+
+COMPLETION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+
+
+class _RoomGate:
+    """ASGI middleware: while the queue is full or the server stops, a completion request is refused
+    (429 with Retry-After, or 503) before its body is read or anything is routed: every request needs
+    at least one tree. A request that passes is checked again for its own `n` once parsed."""
+
+    def __init__(self, app, service: ApiService) -> None:
+        self.app = app
+        self.driver = service.driver
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in COMPLETION_PATHS:
+            try:
+                self.driver.check_room(1)
+            except (DriverClosed, QueueFull) as exc:
+                await _error(_room_error(exc))(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _job_error(value: BaseException) -> ApiError:

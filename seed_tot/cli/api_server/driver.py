@@ -18,6 +18,14 @@ the session are capped at `rows_per_request` (alone, at ROWS_ALONE); the rest of
 the driver and join as its rows end, the requests taking turns. So the batch stays narrow enough for
 a small request's rows to step quickly while a large one runs, and no single join (a prefill) grows
 with the size of one request.
+
+Long rows decode apart (the batched executors, whose rows share one padded KV cache): a batch whose
+requests may each hold more than LONG_ROW_TOKENS KV tokens (prompt and max_new_tokens) goes to a
+second session, the long lane. Sharing the padded cache with such rows made every short row attend
+over their length, and every join or exit of a short row copy it. While both lanes have rows, the
+driver steps the lane that has had less than its share of the time (the long one LONG_SHARE of it),
+so a short request's latency stays within about 1 / (1 - LONG_SHARE) of its own while the long one
+still gets its share and finishes.
 """
 
 from __future__ import annotations
@@ -31,8 +39,9 @@ from typing import Any, Callable
 
 from seed_tot.errors import SeedTotError
 from seed_tot.metrics import event_records
-from seed_tot.requests import Cancel, ContinuousBatching, Executor, GenerationRequest, GenerationResult, SessionEvents
+from seed_tot.requests import Cancel, ContinuousBatching, Executor, GenerationRequest, GenerationResult, Session, SessionEvents
 from seed_tot.search.base import Search, SearchResult
+from seed_tot.scheduling.session import held_tokens
 from seed_tot.search.steps import Batch, BatchOutcome, StepRunner, Task, execute, split
 from seed_tot.task import Problem
 
@@ -40,6 +49,8 @@ log = logging.getLogger(__name__)
 
 ROWS_PER_REQUEST = 16  # rows of one request in the shared batch at once while other requests have rows there
 ROWS_ALONE = 64  # ... and while it is the only one: a bound on the width of any one join (a prefill)
+LONG_ROW_TOKENS = 1024  # a batch whose requests may hold more KV tokens than this decodes in the long lane
+LONG_SHARE = 1 / 3  # of the driver's time, the long lane's while the short lane has rows too
 
 
 class DriverClosed(SeedTotError):
@@ -71,13 +82,25 @@ class Job:
 
 
 @dataclass(eq=False)
+class _Lane:
+    """One continuous-batching session of the driver, its tickets' flights and its time."""
+
+    name: str  # "short" or "long"
+    session: Session
+    share: float  # of the driver's time while the other lane has rows too
+    spent: float = 0.0  # seconds stepped since both lanes last had rows
+    by_ticket: dict[int, "_InFlight"] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
 class _InFlight:
-    """A batch of one job in the session: its requests join `rows_per_request` at a time."""
+    """A batch of one job in a lane's session: its requests join `rows_per_request` at a time."""
 
     task: Task
     job: Job
     role: str
     requests: list[GenerationRequest]
+    lane: _Lane
     tickets: list[int] = field(default_factory=list)  # of the requests added so far, in order
     sent: float = field(default_factory=time.perf_counter)
     widest: int = 0
@@ -90,6 +113,11 @@ class _InFlight:
     @property
     def done(self) -> bool:
         return len(self.results) == len(self.requests)
+
+    @property
+    def waiting(self) -> int:
+        """Requests not yet added to the session."""
+        return len(self.requests) - len(self.tickets)
 
 
 class TreeDriver:
@@ -106,10 +134,11 @@ class TreeDriver:
     def __init__(self, open_executor: Callable[[], Executor], concurrency: int,
                  finish: Callable[[Job, SearchResult], Any], continuous: bool = True,
                  max_queue: int | None = None, own_thread: bool = True,
-                 rows_per_request: int = ROWS_PER_REQUEST) -> None:
+                 rows_per_request: int = ROWS_PER_REQUEST, long_row_tokens: int = LONG_ROW_TOKENS) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
         self.rows_per_request = rows_per_request
+        self.long_row_tokens = long_row_tokens
         self.executor: Executor | None = None
         self.concurrency = concurrency
         self.max_queue = max_queue
@@ -122,7 +151,7 @@ class TreeDriver:
         self.completed = 0
         self.rows_cancelled = 0  # requests of cancelled or failed trees taken out of the session unfinished
         self.cancelled = 0  # trees cancelled before they were finished
-        self._session = None
+        self._lanes: list[_Lane] = []  # the sessions (none: rounds); the long lane, if any, second
         self._stopped = threading.Event()
         if not own_thread:
             self._open(open_executor)
@@ -150,6 +179,7 @@ class TreeDriver:
     def _open(self, open_executor: Callable[[], Executor]) -> None:
         self.executor = open_executor()
         self.continuous = self.continuous and isinstance(self.executor, ContinuousBatching)
+        self.two_lanes = self.continuous and _pads_rows(self.executor)
 
     # --- any thread ---------------------------------------------------------------------
     def submit(self, jobs: list[Job]) -> None:
@@ -193,9 +223,8 @@ class TreeDriver:
 
     @property
     def rows(self) -> int:
-        """Requests the continuous-batching session holds (decoding or about to join); 0 without one."""
-        session = self._session
-        return session.width if session is not None else 0
+        """Requests the continuous-batching sessions hold (decoding or about to join); 0 without one."""
+        return sum(lane.session.width for lane in list(self._lanes))
 
     def _queued_jobs(self) -> list[Job]:
         with self._incoming.mutex:
@@ -210,17 +239,13 @@ class TreeDriver:
             self._stopped.set()
 
     def _loop(self) -> None:
-        self._runner = StepRunner()
-        self._session = self.executor.session() if self.continuous else None
-        self._flights: list[_InFlight] = []
-        self._by_ticket: dict[int, _InFlight] = {}
-        self._job_of: dict[Task, Job] = {}
+        self._reset()
         try:
             while True:
                 try:
                     if not self._admit():
                         return
-                    if self._session is not None:
+                    if self._lanes:
                         self._session_step()
                     else:
                         self._round()
@@ -232,18 +257,23 @@ class TreeDriver:
                     for job in failed:
                         self._fail(job, exc)
         finally:
-            self._flights, self._by_ticket = [], {}  # the executor closes below, its session with it
+            self._flights, self._lanes = [], []  # the executor closes below, its sessions with it
             for job in list(self.running) + self._queued_jobs():
                 self._fail(job, DriverClosed("The server shut down before this tree was finished."))
             self.executor.close()
 
     def _reset(self) -> None:
         self._runner = StepRunner()
-        self._session = self.executor.session() if self.continuous else None
-        self._flights, self._by_ticket, self._job_of = [], {}, {}
+        self._lanes = []
+        if self.continuous:
+            self._lanes.append(_Lane("short", self.executor.session(), 1 - LONG_SHARE if self.two_lanes else 1.0))
+            if self.two_lanes:
+                self._lanes.append(_Lane("long", self.executor.session(), LONG_SHARE))
+        self._kv_total = getattr(self._lanes[0].session, "max_kv_tokens", None) if self._lanes else None
+        self._flights, self._job_of = [], {}
 
     def _idle(self) -> bool:
-        return not self.running and not self._flights and not (self._session is not None and self._session.busy)
+        return not self.running and not self._flights and not any(lane.session.busy for lane in self._lanes)
 
     def _admit(self) -> bool:
         """Start queued jobs while there is room; block while idle. False: closing and done."""
@@ -294,26 +324,48 @@ class TreeDriver:
         job.on_progress({"batches": job.batches, "role": role, "prompt_tokens": job.prompt_tokens,
                          "completion_tokens": job.completion_tokens})
 
+    def _lane_of(self, requests: list[GenerationRequest]) -> _Lane:
+        if len(self._lanes) > 1 and max(map(held_tokens, requests), default=0) > self.long_row_tokens:
+            return self._lanes[1]
+        return self._lanes[0]
+
     def _session_step(self) -> None:
+        """One step of one lane: the one furthest below its share of the time while both have rows."""
         for task in self._runner.take_waiting():
             job = self._live(task)
             if job is None:
                 continue
             job.prompt_tokens += sum(len(r.prompt_ids) for r in task.batch.requests)
-            self._flights.append(_InFlight(task, job, task.batch.role, flagged(task.batch.requests, job)))
-        self._feed()
-        if not self._session.busy:
+            requests = flagged(task.batch.requests, job)
+            self._flights.append(_InFlight(task, job, task.batch.role, requests, self._lane_of(requests)))
+        waiting = {id(flight.lane) for flight in self._flights if flight.waiting and not flight.job.cancelled}
+        ready = [lane for lane in self._lanes if lane.session.busy or id(lane) in waiting]
+        if not ready:
             return
-        width = self._session.width
+        lane = min(ready, key=lambda lane: lane.spent / lane.share)
+        self._feed(lane)
+        if not lane.session.busy:
+            return
+        self._share_kv(lane)
+        session = lane.session
+        width = session.width
         for flight in self._flights:
-            flight.widest = max(flight.widest, width)
-        for ticket, result in self._session.step():
-            flight = self._by_ticket.pop(ticket)
+            if flight.lane is lane:
+                flight.widest = max(flight.widest, width)
+        started = time.perf_counter()
+        ended = session.step()
+        if len(ready) > 1:
+            lane.spent += time.perf_counter() - started
+        else:  # one lane alone owes the other nothing
+            for each in self._lanes:
+                each.spent = 0.0
+        for ticket, result in ended:
+            flight = lane.by_ticket.pop(ticket)
             flight.results[ticket] = result
             if not flight.done:
                 continue
             self._flights.remove(flight)
-            events = self._session.take_events(flight.tickets) if isinstance(self._session, SessionEvents) else None
+            events = session.take_events(flight.tickets) if isinstance(session, SessionEvents) else None
             if flight.job.cancelled or flight.job.finished:
                 self.rows_cancelled += sum(r.finish_reason == "cancelled" for r in flight.results.values())
                 continue
@@ -323,18 +375,29 @@ class TreeDriver:
                                    merged_size=flight.widest)
             self._deliver(flight.job, flight.task, flight.role, outcome)
 
-    def _feed(self) -> None:
-        """Add the flights' requests to the session within each request's fair share."""
+    def _feed(self, lane: _Lane) -> None:
+        """Add the lane's flights' requests to its session within each request's fair share (the
+        owners in every lane count)."""
         live = [flight for flight in self._flights if not flight.job.cancelled]
-        counts = joining(
-            [(flight.job.owner or flight.job.job_id, flight.in_session, len(flight.requests) - len(flight.tickets))
-             for flight in live], self.rows_per_request, ROWS_ALONE)
+        shared = len({flight.job.owner or flight.job.job_id for flight in live}) > 1
+        live = [flight for flight in live if flight.lane is lane]
+        counts = joining([(flight.job.owner or flight.job.job_id, flight.in_session, flight.waiting) for flight in live],
+                         self.rows_per_request, ROWS_ALONE, shared=shared)
         for flight, count in zip(live, counts):
             if count:
                 start = len(flight.tickets)
-                tickets = self._session.add(flight.requests[start:start + count])
+                tickets = lane.session.add(flight.requests[start:start + count])
                 flight.tickets.extend(tickets)
-                self._by_ticket.update((ticket, flight) for ticket in tickets)
+                lane.by_ticket.update((ticket, flight) for ticket in tickets)
+
+    def _share_kv(self, lane: _Lane) -> None:
+        """With two lanes, the memory budget of the rows' KV (--max-memory) is one: the lane about to
+        step may let rows join within what the other lane's rows leave of it."""
+        if self._kv_total is None or len(self._lanes) < 2 or not hasattr(lane.session, "max_kv_tokens"):
+            return
+        held = sum(held_tokens(row.request) for other in self._lanes if other is not lane
+                   for row in getattr(other.session, "active", ()))
+        lane.session.max_kv_tokens = max(1, self._kv_total - held)
 
     def _round(self) -> None:
         waiting = [(task, job) for task in self._runner.take_waiting() if (job := self._live(task)) is not None]
@@ -389,16 +452,17 @@ class TreeDriver:
         """Cancel the job's requests still in the session: queued ones never join, rows decoding
         leave the batch before the next step."""
         flights = [flight for flight in self._flights if flight.job is job]
-        unfinished = [t for flight in flights for t in flight.tickets if t not in flight.results]
-        if unfinished:
-            self._session.cancel(unfinished)
+        for lane in self._lanes:
+            unfinished = [t for flight in flights if flight.lane is lane for t in flight.tickets if t not in flight.results]
+            if unfinished:
+                lane.session.cancel(unfinished)
         # every request that did not end by itself: never sent, still decoding, or ended by its flag
         self.rows_cancelled += sum(len(flight.requests) - len(flight.results) for flight in flights)
         self.rows_cancelled += sum(r.finish_reason == "cancelled" for flight in flights for r in flight.results.values())
         for flight in flights:
             self._flights.remove(flight)
             for ticket in flight.tickets:
-                self._by_ticket.pop(ticket, None)
+                flight.lane.by_ticket.pop(ticket, None)
 
     def _notify(self, job: Job, value: Any) -> None:
         if job.finished:
@@ -415,12 +479,13 @@ def flagged(requests: list[GenerationRequest], job: Job) -> list[GenerationReque
     return [replace(request, cancel=job.flag) for request in requests]
 
 
-def joining(flights: list[tuple[str, int, int]], share: int, alone: int) -> list[int]:
+def joining(flights: list[tuple[str, int, int]], share: int, alone: int, shared: bool | None = None) -> list[int]:
     """How many waiting requests of each flight (owner, rows in the session, requests waiting) join
     now: in flight order, while the owner's rows stay within `share`, or `alone` when one owner has
-    flights."""
-    owners = {owner for owner, _, _ in flights}
-    cap = share if len(owners) > 1 else max(share, alone)
+    flights (`shared`: whether other owners have flights, elsewhere too; default: among these)."""
+    if shared is None:
+        shared = len({owner for owner, _, _ in flights}) > 1
+    cap = share if shared else max(share, alone)
     rows: dict[str, int] = {}
     for owner, in_session, _ in flights:
         rows[owner] = rows.get(owner, 0) + in_session
@@ -430,3 +495,13 @@ def joining(flights: list[tuple[str, int, int]], share: int, alone: int) -> list
         rows[owner] += count
         counts.append(count)
     return counts
+
+
+def _pads_rows(executor: Executor) -> bool:
+    """Whether the executor's sessions keep their rows in one padded KV cache (the batched ones:
+    every row attends over the longest row's slots, every join copies the cache), so that long rows
+    cost the short ones beside them; such an executor may open two sessions at once."""
+    from seed_tot.scheduling.batched.ar import BatchedARExecutor
+    from seed_tot.scheduling.batched.speculative import BatchedSpeculativeExecutor
+
+    return isinstance(executor, (BatchedARExecutor, BatchedSpeculativeExecutor))
