@@ -4,7 +4,7 @@ on held-out problems. Every stage resumes: rerun the same command after an inter
 
     nice -n 5 python scripts/cllm_synthetic.py --run-dir /work/cllm_runs/synthetic --results results/cllm_synthetic
 
-Splits (all from seed_tot.training.arithmetic_corpus, questions checked disjoint):
+Splits (all from seed_tot.analysis.arithmetic_corpus, questions checked disjoint):
   pretraining text     seed --train-seed, --train-texts problems (the CLLM prompts are its first --cllm-prompts)
   pretraining eval     seed --eval-seed, --eval-problems problems, disjoint from the pretraining text
   measurement          seed --measure-seed, --measure-problems problems, disjoint from both
@@ -26,6 +26,8 @@ from pathlib import Path
 import click
 import torch
 
+from seed_tot.analysis.arithmetic_corpus import ArithmeticProblem, disjoint_split, final_answer, make_split
+from seed_tot.analysis.pretrain import PretrainSettings, pretrain
 from seed_tot.cli import main as cli_main
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
@@ -34,10 +36,8 @@ from seed_tot.decoding.jacobi import jacobi_decode
 from seed_tot.models.loading import load_model
 from seed_tot.models.tiny import byte_tokenizer
 from seed_tot.runtime import ModelRunner
-from seed_tot.training.arithmetic_corpus import ArithmeticProblem, disjoint_split, final_answer, make_split
 from seed_tot.training.cllm_metrics import summarize
 from seed_tot.training.cllm_trajectory import BlockTrajectory, collect_trajectories
-from seed_tot.training.pretrain import PretrainSettings, pretrain
 
 
 def load_average() -> list[float]:

@@ -7,14 +7,14 @@ from dataclasses import replace
 import pytest
 import torch
 
+from seed_tot.analysis.arithmetic_corpus import (
+    ANSWER_MARK, TEMPLATES, disjoint_split, final_answer, make_problem, make_split, solution_steps, step_is_correct,
+)
+from seed_tot.analysis.pretrain import LOG_FILE, STATE_FILE, PretrainSettings, batch_tensors, pretrain
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.autoregressive import autoregressive_decode
 from seed_tot.errors import ConfigError
 from seed_tot.models.loading import load_model
-from seed_tot.training.arithmetic_corpus import (
-    ANSWER_MARK, TEMPLATES, disjoint_split, final_answer, make_problem, make_split, solution_steps, step_is_correct,
-)
-from seed_tot.training.pretrain import LOG_FILE, STATE_FILE, PretrainSettings, batch_tensors, pretrain
 
 
 def test_problems_are_a_pure_function_of_seed_and_index():
