@@ -362,7 +362,8 @@ def save(out_dir, measurements, failures, executors, started_at, load_before, th
 
 def write_plots(out: Path, main_rows: list[dict], scaling_rows: list[dict], measurements: list[Measurement]) -> list[Path]:
     """Speedup bars, the scaling plot, and the schedule and target utilization of one SEED run."""
-    from seed_tot.observe.bench_plots import SpeedupBar, plot_scaling, plot_speedups
+    from seed_tot.analysis.executor_plots import SpeedupBar, plot_scaling
+    from seed_tot.observe.bench_plots import plot_speedups
     from seed_tot.observe.plots import plot_schedule, plot_target_utilization
     from seed_tot.scheduling.events import Event
 

@@ -28,7 +28,7 @@ for folder in (ROOT, ROOT / "scripts"):
 from blocksworld_blind import outcomes  # noqa: E402
 
 from seed_tot.observe.paired_stats import paired_bootstrap  # noqa: E402
-from seed_tot.observe.report_files import write_report  # noqa: E402
+from seed_tot.analysis.report_files import write_report  # noqa: E402
 
 Key = tuple[str, int]  # (problem id, optimal plan length)
 

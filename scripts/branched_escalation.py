@@ -33,7 +33,7 @@ for folder in (ROOT, ROOT / "scripts"):  # the package, tasks/ and the escalatio
 
 from judged_escalation import heldout_values  # noqa: E402
 
-from seed_tot.observe.report_files import write_report  # noqa: E402
+from seed_tot.analysis.report_files import write_report  # noqa: E402
 from seed_tot.search import SearchConfig  # noqa: E402
 from seed_tot.search.answers import Selection, select_answer  # noqa: E402
 from seed_tot.search.chains import add_branch_node, add_cot_node, branch_requests, rate_chains  # noqa: E402

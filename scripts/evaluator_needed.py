@@ -1,5 +1,5 @@
 """The evaluator quality that search would need: best-of-K reranking against self-consistency on the
-same recorded chains, as a function of the evaluator's AUROC (seed_tot/observe/evaluator_needed.py).
+same recorded chains, as a function of the evaluator's AUROC (seed_tot/analysis/evaluator_needed.py).
 
     python scripts/evaluator_needed.py FOLDER [FOLDER...] [--auroc 0.6 --auroc 0.8] [--draws 2000]
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from seed_tot.observe.comparison import SELF_CONSISTENCY_K, load_folders
-from seed_tot.observe.evaluator_needed import (
+from seed_tot.analysis.evaluator_needed import (
     break_even_auroc,
     draw_subsets,
     oracle_accuracy,

@@ -77,7 +77,8 @@ def read_confidence(target, items, out: Path) -> None:
 def comparison(rows: list[dict], judge_logit: dict, l2s: tuple[float, ...] = (0.01, 0.1, 1.0)) -> list[tuple[str, float]]:
     """(what scores the chains, chain AUROC within a problem) for the judge, each confidence feature,
     and the cross-validated heads on confidence alone and on the judge with confidence."""
-    from seed_tot.values.training import out_of_fold_logits, within_problem_auroc
+    from seed_tot.analysis.judge_cv import out_of_fold_logits
+    from seed_tot.values.training import within_problem_auroc
 
     rows = [r for r in rows if (r["problem_id"], r["chain_index"]) in judge_logit]
     labels = torch.tensor([r["correct"] for r in rows])

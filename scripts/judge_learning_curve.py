@@ -96,9 +96,10 @@ def rounded(n: float) -> int | None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Report path without suffix.")
 def main(train_dir, heldout, sizes, draws, goal, fit_from, resamples, seed, out):
-    from seed_tot.observe.report_files import write_report
+    from seed_tot.analysis.report_files import write_report
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore, heldout_tables
+    from seed_tot.analysis.judge_cv import heldout_tables
+    from seed_tot.values.store import FeatureStore
     from seed_tot.values.training import fit_head
     from seed_tot_tasks import get_task
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import SeedTotError
-from seed_tot.observe.report_files import write_report
+from seed_tot.analysis.report_files import write_report
 
 RERANK_K = (1, 2, 3, 4, 8, 16)
 
@@ -60,7 +60,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.models.loading import load_model
     from seed_tot.observe.comparison import bundled_loader, pool_chains
-    from seed_tot.observe.rerank import rerank_table
+    from seed_tot.analysis.reranking import rerank_table
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head
     from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
@@ -142,7 +142,8 @@ def cheaper_than_voting(rated: dict, against: int = 8, resamples: int = 10_000) 
     of `against` of the same sampled chains (fewer where a problem has fewer), per problem, with a
     paired bootstrap over problems."""
     from seed_tot.observe.paired_stats import expected_vote_accuracy, paired_bootstrap
-    from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
+    from seed_tot.analysis.reranking import weighted_vote_credit
+    from seed_tot.observe.rerank import best_chain_credit, expected_credit
 
     ids = sorted(rated)
     against = min([against] + [len(rated[pid][0]) for pid in ids])

@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:  # `python scripts/judged_escalation.py` from anyw
     sys.path.insert(0, str(ROOT))
 
 from seed_tot.search.escalation import needs_more_chains  # noqa: E402
-from seed_tot.observe.report_files import write_report  # noqa: E402
+from seed_tot.analysis.report_files import write_report  # noqa: E402
 
 Chain = tuple[str | None, float | None, int]  # (answer, value, new tokens); answer None: cut off or rejected
 GRID = tuple(round(0.5 + 0.05 * i, 2) for i in range(11))  # 0.50 ... 1.00
@@ -166,7 +166,7 @@ def compare(problems: dict[str, RatedProblem], rounds: tuple[int, ...], threshol
 def heldout_values(train_dir: Path, head_path: Path, specs: list[str]) -> dict[str, tuple[dict, int]]:
     """{POOL:SAMPLES: (chain values from the head, samples)} from TRAIN_DIR's stored held-out features."""
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import heldout_tables
+    from seed_tot.analysis.judge_cv import heldout_tables
     from seed_tot.values.training import chain_values, predict
     from seed_tot_tasks import get_task
 

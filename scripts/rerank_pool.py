@@ -32,7 +32,7 @@ from seed_tot.observe.comparison import (
     pool_problems,
     stored_values,
 )
-from seed_tot.observe.rerank import rerank_table
+from seed_tot.analysis.reranking import rerank_table
 from seed_tot.records import append_json_lines
 from seed_tot.search.chains import add_cot_node
 from seed_tot.tree import ReasoningTree

@@ -5,7 +5,7 @@ No model is loaded. Each pool's chains (cot_samples.jsonl: a greedy chain and 8 
 problem) are read the way the vote reads them (seed_tot/observe/comparison/pools.py): a chain cut
 off by its token budget, one whose answer does not parse and one whose written arithmetic the task
 shows wrong do not vote. Two plain votes, both exact expectations over the order the samples are
-drawn in (every K-subset of a problem's samples counted, paired_stats.counted_vote_accuracy):
+drawn in (every K-subset of a problem's samples counted, analysis/vote_counts.py):
 
 - "plain vote of K samples": K sampled chains, ties split evenly (the rule of the stored comparisons'
   "plain vote of 8 samples", which this reproduces); tokens: K times the problem's mean sample length;
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python scripts/vote_curve.py` from anywhere: the package and tasks/
     sys.path.insert(0, str(ROOT))
 
-from seed_tot.observe.paired_stats import counted_vote_accuracy  # noqa: E402
+from seed_tot.analysis.vote_counts import counted_vote_accuracy  # noqa: E402
 
 POOLS = ("results/heldout-gsm8k-43-100/cot-pool", "results/heldout-gsm8k-101-160/cot-pool",
          "results/heldout-gsm8k-161-220/cot-pool")

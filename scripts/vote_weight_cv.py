@@ -56,7 +56,8 @@ def rated_chains(pool: Path, values: dict, samples: int) -> dict[str, tuple[list
 
 def power_rows(rated: dict, ks: tuple[int, ...], resamples: int) -> list[dict]:
     from seed_tot.observe.paired_stats import paired_bootstrap
-    from seed_tot.observe.rerank import expected_credit, weighted_vote_credit
+    from seed_tot.analysis.reranking import weighted_vote_credit
+    from seed_tot.observe.rerank import expected_credit
 
     ids = sorted(rated)
     rows = []
@@ -81,7 +82,7 @@ def power_rows(rated: dict, ks: tuple[int, ...], resamples: int) -> list[dict]:
 @click.option("--resamples", type=int, default=10_000, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Writes OUT.md and OUT.json.")
 def main(train_dir: Path, pool: Path, samples: int, ks: str, seed: int, resamples: int, out: Path) -> None:
-    from seed_tot.observe.report_files import write_report
+    from seed_tot.analysis.report_files import write_report
 
     values = out_of_fold_chain_values(train_dir, seed)
     rated = rated_chains(pool, values, samples)

@@ -142,9 +142,9 @@ def chain_vote(task, problem, result, index: int, arithmetic_check: bool = True)
 def vote_by_counts(answers: Sequence[str | None], correct: set[str], k: int) -> float:
     """The exact mean over every k-subset of `answers` of the majority vote's credit (ties split
     evenly, no vote = 0), counted by how many chains of each answer a subset holds rather than
-    by listing the subsets (paired_stats.counted_vote_accuracy: the same value as
+    by listing the subsets (analysis/vote_counts.py's counted_vote_accuracy: the same value as
     paired_stats.expected_vote_accuracy, much faster)."""
-    from seed_tot.observe.paired_stats import counted_vote_accuracy
+    from seed_tot.analysis.vote_counts import counted_vote_accuracy
 
     return counted_vote_accuracy(answers, correct, k)
 

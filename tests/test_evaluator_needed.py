@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from script_helpers import load_script
 
-from seed_tot.observe.evaluator_needed import (
+from seed_tot.analysis.evaluator_needed import (
     Draw,
     break_even_auroc,
     draw_subsets,

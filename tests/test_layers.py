@@ -1,5 +1,5 @@
 """Imports go one way: tasks -> engine, decoders below scheduling, transformers behind runtime/,
-and no cycle between modules or between packages (seed_tot.search, seed_tot.observe, ...).
+the measurement scripts' code (seed_tot/analysis/) above everything the product runs, and no cycle between modules or between packages (seed_tot.search, seed_tot.observe, ...).
 
 The graph (tests/import_graph.py) holds every import statement (module level, inside functions,
 under TYPE_CHECKING), relative imports and importlib.import_module edges. The checker itself is
@@ -25,6 +25,8 @@ IMPORT_NAMES = {"tasks": "seed_tot_tasks", "prompts": "seed_tot_prompts"}  # pyp
 BUNDLED = tuple(IMPORT_NAMES.values())
 CLI_LAYER = ("seed_tot.cli",)  # may import the bundled tasks
 TRANSFORMERS_OWNERS = ("seed_tot.runtime", "seed_tot.models", "seed_tot.scheduling.peers")
+ANALYSIS = ("seed_tot.analysis",)  # what only scripts/ (and tests) import
+IMPORTED_AS = ("seed_tot", *BUNDLED)  # every module of the tree, by its import name
 
 
 def within(module: str, prefixes) -> bool:
@@ -83,6 +85,15 @@ def test_search_knows_executors_only_through_requests(imports):
     assert offenders(imports, ("seed_tot.search", "seed_tot.reasoning"), ("seed_tot.scheduling",)) == {}
 
 
+def test_the_product_does_not_import_the_analysis_code(imports):
+    assert offenders(imports, IMPORTED_AS, ANALYSIS, exempt=ANALYSIS) == {}
+
+
+def test_the_analysis_package_exists(imports):
+    # the rule above holds vacuously if the package moves: make it fail instead
+    assert any(within(m, ANALYSIS) for m in imports)
+
+
 def test_transformers_only_behind_runtime_and_models(imports):
     assert offenders(imports, PACKAGES, ("transformers",), exempt=TRANSFORMERS_OWNERS) == {}
 
@@ -120,6 +131,17 @@ def test_an_import_module_breach_breaks_the_layer_rule():
     source = "def f():\n    import importlib\n    return importlib.import_module('seed_tot.search.bfs')\n"
     imports = {"seed_tot.decoding.x": imported_names(source, "seed_tot.decoding.x")}
     assert offenders(imports, ("seed_tot.decoding",), ("seed_tot.search",)) == {"seed_tot.decoding.x": ["seed_tot.search.bfs"]}
+
+
+def test_a_product_import_of_the_analysis_code_breaks_the_layer_rule():
+    source = "def f():\n    from seed_tot.analysis.reranking import rerank_table\n"
+    imports = {"seed_tot.observe.x": imported_names(source, "seed_tot.observe.x"),
+               "seed_tot_tasks.y": imported_names("from seed_tot import analysis\n", "seed_tot_tasks.y"),
+               "seed_tot.analysis.z": imported_names("from seed_tot.analysis import reranking\n", "seed_tot.analysis.z")}
+    assert offenders(imports, IMPORTED_AS, ANALYSIS, exempt=ANALYSIS) == {
+        "seed_tot.observe.x": ["seed_tot.analysis.reranking", "seed_tot.analysis.reranking.rerank_table"],
+        "seed_tot_tasks.y": ["seed_tot.analysis"],
+    }
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:

@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 from script_helpers import load_script
 
-from seed_tot.observe.rerank import best_chain_credit, expected_credit, weighted_vote_credit
+from seed_tot.analysis.reranking import weighted_vote_credit
+from seed_tot.observe.rerank import best_chain_credit, expected_credit
 
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from script_helpers import load_script
 
-from seed_tot.observe.paired_stats import counted_vote_accuracy, expected_vote_accuracy
+from seed_tot.analysis.vote_counts import counted_vote_accuracy
+from seed_tot.observe.paired_stats import expected_vote_accuracy
 
 ROOT = Path(__file__).resolve().parent.parent
 STORED = ROOT / "results/vote-curve/curve.json"

@@ -126,17 +126,6 @@ class FeatureStore:
                           torch.tensor(final), tuple(self.settings["layers"]), torch.tensor(index))
 
 
-def heldout_tables(train_dir: Path, specs: list[str], task_of) -> dict[str, StateTable]:
-    """{POOL:SAMPLES: the states of the pool's greedy chain and first SAMPLES samples}, read from the
-    held-out features `scripts/judge_pool.py --train TRAIN_DIR` stored (TRAIN_DIR/heldout-features-*)."""
-    store = FeatureStore.open(next(train_dir.glob("heldout-features-*")))
-    tables = {}
-    for spec in specs:
-        pool, samples = spec.rsplit(":", 1)
-        tables[spec] = store.table(chain_keys(chains_of_pool(Path(pool), task_of, int(samples))))
-    return tables
-
-
 def extract(store: FeatureStore, reader: FeatureReader, items: list[ProblemChains], per_shard: int = 4,
             progress: bool = True) -> int:
     """Read and store the features of every chain of the items the store lacks (a problem whose pool

@@ -90,18 +90,6 @@ def chain_values(probs: torch.Tensor, table: StateTable) -> dict[tuple[str, int]
             zip(table.problems, table.chain_index.tolist(), probs.tolist(), table.final.tolist(), strict=True) if f}
 
 
-def out_of_fold_logits(x: torch.Tensor, labels: torch.Tensor, problems: list[str], l2: float, folds: int = 5,
-                       seed: int = 0) -> torch.Tensor:
-    """Each row's logit from a logistic head on `x` fit on the other folds' problems (one row per chain
-    or state; folds grouped by problem, equal weights)."""
-    logits = torch.empty(len(labels))
-    for held in grouped_folds(sorted(set(problems)), folds, seed):
-        test = torch.tensor([p in held for p in problems])
-        mean, scale, w, b = fit_logistic(x[~test], labels[~test], torch.ones(int((~test).sum())), l2)
-        logits[test] = ((x[test] - mean) / scale) @ w + b
-    return logits
-
-
 def per_problem_auroc(scores: list[float], labels: list[bool], problems: list[str]) -> dict[str, float]:
     """AUROC within each problem that has both labels."""
     by_problem: dict[str, tuple[list[float], list[bool]]] = {}
