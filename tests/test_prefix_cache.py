@@ -10,7 +10,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.batched import BatchedARExecutor, BatchedSpeculativeExecutor
 from seed_tot.scheduling.batched.prefill import prefill
-from seed_tot.scheduling.prefix_cache import PrefixCache, PrefixMatch, kv_bytes
+from seed_tot.scheduling.prefix_cache import NODE_BYTES, PrefixCache, PrefixMatch, kv_bytes
 from test_batched import reference
 
 QUESTION = "Question: Ann has 3 apples and buys 4 more bags of 5 apples each. How many apples now?\nSteps so far:\n"
@@ -40,11 +40,12 @@ def test_add_skips_covered_prompts_and_replaces_the_ones_it_extends():
     cache.add([1, 2, 3, 4], kv(4))
     cache.add([1, 2], kv(2))
     assert list(cache.entries) == [(1, 2, 3, 4)]
-    assert cache.bytes == kv_bytes(kv(4))
+    assert cache.kv_bytes == kv_bytes(kv(4)) and cache.nodes == 4
+    assert cache.bytes == kv_bytes(kv(4)) + 4 * NODE_BYTES  # the index counts against the budget too
 
 
 def test_least_recently_used_prompts_leave_first_within_the_budget():
-    cache = PrefixCache(budget_bytes=2 * kv_bytes(kv(10)))
+    cache = PrefixCache(budget_bytes=2 * (kv_bytes(kv(10)) + 10 * NODE_BYTES))
     cache.add(list(range(10)), kv(10))
     cache.add(list(range(100, 110)), kv(10))
     cache.match(list(range(8)))  # touches the first prompt
@@ -53,6 +54,39 @@ def test_least_recently_used_prompts_leave_first_within_the_budget():
     assert cache.bytes <= cache.budget_bytes
     cache.add(list(range(300, 400)), kv(100))  # bigger than the whole budget: not kept
     assert tuple(range(300, 400)) not in cache.entries
+
+
+def brute_force_match(entries, prompt):
+    """The longest shared prefix over every kept prompt, at most len(prompt) - 1: what the index must find."""
+    best = 0
+    for key in entries:
+        length = 0
+        while length < min(len(key), len(prompt) - 1) and key[length] == prompt[length]:
+            length += 1
+        best = max(best, length)
+    return best
+
+
+def test_the_index_finds_what_a_scan_of_every_kept_prompt_finds():
+    import random
+
+    rng = random.Random(7)
+    stems = [[rng.randrange(5) for _ in range(rng.randrange(1, 12))] for _ in range(6)]
+    cache = PrefixCache(budget_bytes=40 * (kv_bytes(kv(30)) + 30 * NODE_BYTES))
+    for _ in range(400):
+        prompt = rng.choice(stems) + [rng.randrange(5) for _ in range(rng.randrange(0, 18))]
+        if rng.random() < 0.5:
+            match = cache.match(prompt)
+            assert match.length == brute_force_match(cache.entries, prompt)
+            if match.length:  # the positions handed out are the prompt's own: kv(n) holds 0..n-1
+                assert match.kv[0][0][0, 0, :, 0].tolist() == list(range(match.length))
+        else:
+            cache.add(prompt, kv(len(prompt)))
+            assert cache.covers(prompt)
+        prefixes = {key[:n] for key in cache.entries for n in range(1, len(key) + 1)}
+        assert cache.nodes == len(prefixes)  # the index holds exactly the kept prompts' prefixes
+        assert not any(a != b and b[: len(a)] == a for a in cache.entries for b in cache.entries)  # none covers another
+        assert cache.bytes <= cache.budget_bytes
 
 
 def test_prefill_from_kept_prefixes_gives_each_prompts_own_logits(tiny_pair):
