@@ -59,16 +59,30 @@ def test_the_fastest_measured_path_is_chosen_and_cached():
 
 def test_a_path_whose_roofline_is_below_a_measured_speed_is_not_timed():
     timer = fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 40.0, "llama-cpp": 20.0})
-    bounds = {"batched-lookup bfloat16": 60.0, "batched-lookup float32": 30.0}
+    bounds = {"batched-lookup bfloat16": 60.0, "batched-lookup float32": 30.0}  # at the measured bandwidth
     record = choice.calibrate("default-target", 8, timer=timer, bound=lambda t, path, w, bw: bounds.get(path.label))
     assert "batched-lookup float32" not in [c[1] for c in timer.calls]
     [skipped] = [t for t in record.timings if t["label"] == "batched-lookup float32"]
-    assert "at most 30.0 tokens/s at 8 rows, below batched-lookup bfloat16's measured 40.0" in skipped["skipped"]
+    assert "at most 30.0 tokens/s at 8 rows, well below batched-lookup bfloat16's measured 40.0" in skipped["skipped"]
     assert record.chosen["label"] == "batched-lookup bfloat16" and "float32" not in record.line()
-    bounds["batched-lookup float32"] = 45.0  # a bound above the best so far: timed
+    bounds["batched-lookup float32"] = 35.0  # within the margin of the best so far: timed
     timer = fake_timer({"batched-lookup bfloat16": 40.0, "batched-lookup float32": 9.0})
     choice.calibrate("default-target", 8, timer=timer, bound=lambda t, path, w, bw: bounds.get(path.label))
     assert timer.calls[-1][1] == "batched-lookup float32"
+
+
+def test_a_low_bandwidth_reading_never_bounds_a_path_below_a_speed_already_measured(monkeypatch):
+    """bfloat16 measured 45 tokens/s where the bandwidth read implies at most 40: the bandwidth it
+    must have had is used instead, so float16 (the same bytes) is timed, and float32 (twice) is not."""
+    monkeypatch.setattr(choice, "read_bandwidth_gb_s", lambda: 13.0)
+    monkeypatch.setattr(choice, "candidate_paths", lambda target, allow_int8: [
+        RunPath("batched-lookup", "bfloat16"), RunPath("batched-lookup", "float16"), RunPath("batched-lookup", "float32")])
+    step_gb = {"bfloat16": 2.6, "float16": 2.6, "float32": 5.2}
+    timer = fake_timer({"batched-lookup bfloat16": 45.0, "batched-lookup float16": 22.0, "batched-lookup float32": 20.0})
+    record = choice.calibrate("default-target", 8, timer=timer, bound=lambda t, path, w, bw: w * bw / step_gb[path.dtype])
+    assert [c[1] for c in timer.calls] == ["batched-lookup bfloat16", "batched-lookup float16"]
+    [skipped] = [t for t in record.timings if "skipped" in t]
+    assert skipped["label"] == "batched-lookup float32" and "read at 14.6 GB/s allow at most 22.5" in skipped["skipped"]
 
 
 def test_the_roofline_counts_the_weights_a_step_reads(tmp_path):

@@ -23,6 +23,7 @@ WIDTHS = (4, 8, 16)  # rows timed at once; a run's width is rounded up to one of
 IN_PROCESS_METHOD = "batched-lookup"
 ENGINE_METHOD = "llama-cpp"
 RECORD_VERSION = 3
+ROOFLINE_MARGIN = 1.25  # a path is left out only where even 1.25x its bound is below the best measured
 BUSY_SHARE = 0.25  # other processes' share of the cores above which a measurement is flagged
 
 
@@ -143,6 +144,13 @@ def timing_row(timing: Timing | None, path: RunPath, error: str | None = None) -
                   "load_seconds": round(timing.load_seconds, 2), "rounds": timing.rounds, "error": None}
 
 
+def implied_bandwidth(bound: Callable, target: str, timing: Timing, width: int) -> float:
+    """The bandwidth a measured path must at least have read at (its speed over its bound at 1 GB/s):
+    a noisy bandwidth reading never bounds a path below a speed already seen."""
+    per_gb_s = bound(target, timing.path, width, 1.0)
+    return timing.tokens_per_second / per_gb_s if per_gb_s else 0.0
+
+
 def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[[str], None] = lambda _: None,
               timer: Callable[[str, RunPath, int], Timing] | None = None,
               bound: Callable[[str, RunPath, int, float], float | None] | None = None) -> Calibration:
@@ -153,11 +161,12 @@ def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[
     load, other_work, bandwidth = load_average(), OtherWork(), read_bandwidth_gb_s()
     timings, rows, errors = [], [], []
     for path in candidate_paths(target, allow_int8):
-        ceiling = bound(target, path, width, bandwidth)
-        if timings and ceiling is not None and ceiling < fastest(timings).tokens_per_second:
+        reads_at = max([bandwidth, *(implied_bandwidth(bound, target, t, width) for t in timings)])
+        ceiling = bound(target, path, width, reads_at)
+        if timings and ceiling is not None and ceiling * ROOFLINE_MARGIN < fastest(timings).tokens_per_second:
             best = fastest(timings)
-            reason = (f"its weights read at {bandwidth} GB/s allow at most {ceiling:.1f} tokens/s at {width} rows, "
-                      f"below {best.path.label}'s measured {best.tokens_per_second:.1f}")
+            reason = (f"its weights read at {reads_at:.1f} GB/s allow at most {ceiling:.1f} tokens/s at {width} rows, "
+                      f"well below {best.path.label}'s measured {best.tokens_per_second:.1f}")
             rows.append(timing_row(None, path) | {"skipped": reason})
             echo(f"not timing {path.label}: {reason}")
             continue
