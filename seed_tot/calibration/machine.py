@@ -40,7 +40,7 @@ def identity_key(identity: dict) -> str:
     return hashlib.sha256(repr(sorted(identity.items())).encode()).hexdigest()[:16]
 
 
-def read_bandwidth_gb_s(megabytes: int = 256, repeats: int = 3) -> float:
+def read_bandwidth_gb_s(megabytes: int = 256, repeats: int = 8) -> float:
     """How fast torch reads memory here: the best of a few sums over a float32 tensor far larger
     than the caches."""
     import torch
