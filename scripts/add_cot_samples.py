@@ -25,10 +25,10 @@ from types import SimpleNamespace
 import click
 
 from seed_tot.analysis.chain_pool import collect_chains, missing_chains
-from seed_tot.cli.task_run import select_problems
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.comparison.runs import problem_of, read_jsonl, trace_of
 from seed_tot.search import BFSConfig, search_class
+from seed_tot.task import select_problems
 from seed_tot.values.rollout_engine import load_rollout_target, open_rollout_executor
 from seed_tot.values.rollouts import POOL_FILE
 from seed_tot_tasks import get_task

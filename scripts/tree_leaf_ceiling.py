@@ -16,11 +16,11 @@ from pathlib import Path
 
 import click
 
-from seed_tot.cli.trace import bundled_task
 from seed_tot.observe.trace import load_trace
 from seed_tot.observe.trace_view import node_answers
 from seed_tot.records import stored_files
 from seed_tot.task import Problem
+from seed_tot_tasks import bundled_task
 
 
 def leaf_counts(trace) -> dict[str, int]:

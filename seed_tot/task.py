@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from seed_tot.errors import SeedTotError
+
 DEFAULT_THOUGHT_TOKENS = 256  # a thought's token budget when neither the task nor the command names one
 
 
@@ -28,6 +30,22 @@ class Problem:
     question: str  # the task input as text
     gold: Any  # gold answer (number, sentences, plan), task-specific
     meta: dict = field(default_factory=dict)
+
+
+def select_problems(problems: list, start: int = 0, limit: int | None = None, ids: tuple[str, ...] = ()) -> list:
+    """Problems by explicit ids (in the given order), else the slice [start, start + limit)."""
+    if ids:
+        by_id = {p.id: p for p in problems}
+        missing = [i for i in ids if i not in by_id]
+        if missing:
+            raise SeedTotError(
+                f"Unknown problem id(s) {', '.join(missing[:5])}: ids run from {problems[0].id} to {problems[-1].id}."
+            )
+        return [by_id[i] for i in ids]
+    if start < 0 or start >= len(problems):
+        raise SeedTotError(f"--start {start} is outside the data set of {len(problems)} problems.")
+    end = len(problems) if limit is None else start + limit
+    return problems[start:end]
 
 
 class Task(ABC):

@@ -24,4 +24,12 @@ def get_task(name: str) -> Task:
     return _TASKS[key]()
 
 
-__all__ = ["Problem", "Task", "TASK_NAMES", "get_task", "BlocksworldTask", "CreativeWritingTask", "Gsm8kTask"]
+def bundled_task(name: str) -> Task | None:
+    """The bundled task of a name (as a trace records it), or None for a task not bundled here."""
+    try:
+        return get_task(name)
+    except SeedTotError:
+        return None
+
+
+__all__ = ["Problem", "Task", "TASK_NAMES", "bundled_task", "get_task", "BlocksworldTask", "CreativeWritingTask", "Gsm8kTask"]

@@ -10,7 +10,7 @@ from viewer_helpers import ODD_THOUGHT, crowded_run, thought_batch, viewer_trace
 from seed_tot.cli import main
 from seed_tot.observe.html_view import render_page, run_page_data, trace_page_data
 from seed_tot.observe.trace import write_trace
-from seed_tot.cli.trace import bundled_task
+from seed_tot_tasks import bundled_task
 
 
 def embedded_data(page: str) -> dict:

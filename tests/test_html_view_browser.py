@@ -14,7 +14,7 @@ from viewer_helpers import ODD_THOUGHT, crowded_run, viewer_trace, wide_trace, w
 
 from seed_tot.observe.html_view import write_view
 from seed_tot.observe.trace import write_trace
-from seed_tot.cli.trace import bundled_task
+from seed_tot_tasks import bundled_task
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(

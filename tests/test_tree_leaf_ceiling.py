@@ -4,8 +4,8 @@ from click.testing import CliRunner
 from script_helpers import load_script
 from viewer_helpers import viewer_trace, write_run
 
-from seed_tot.cli.trace import bundled_task
 from seed_tot.observe.trace_view import node_answers
+from seed_tot_tasks import bundled_task
 
 ceiling = load_script("tree_leaf_ceiling")
 

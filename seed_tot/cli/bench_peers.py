@@ -107,10 +107,10 @@ class LlamaClient:
     (top-p then temperature, every other sampler neutral; seeded), results cut by the package's stop rule."""
 
     def __init__(self, url: str, tokenizer, log: list):
-        from seed_tot.engines.server_executor import _eos_ids
+        from seed_tot.engines.server_executor import tokenizer_eos_ids
 
         self.url, self.tokenizer, self.log = url, tokenizer, log
-        self.eos_ids = _eos_ids(tokenizer)
+        self.eos_ids = tokenizer_eos_ids(tokenizer)
 
     def generate(self, request):
         import urllib.request

@@ -27,6 +27,7 @@ from seed_tot.records import (
 from seed_tot.reasoning.judge import judge_answer
 from seed_tot.scheduling.methods import AUTO
 from seed_tot.scheduling.progress import ProgressExecutor
+from seed_tot.task import select_problems
 
 
 def output_dir(task_name: str, config: RunConfig) -> Path:
@@ -145,22 +146,6 @@ def print_run_totals(
         click.echo(f"judge: {totals['judge']['seconds']} s reading {totals['judge']['tokens_read']} token positions "
                    "(part of the wall time above)")
     append_json_lines(out / "runs.jsonl", [totals])
-
-
-def select_problems(problems: list, start: int = 0, limit: int | None = None, ids: tuple[str, ...] = ()) -> list:
-    """Problems by explicit ids (in the given order), else the slice [start, start + limit)."""
-    if ids:
-        by_id = {p.id: p for p in problems}
-        missing = [i for i in ids if i not in by_id]
-        if missing:
-            raise SeedTotError(
-                f"Unknown problem id(s) {', '.join(missing[:5])}: ids run from {problems[0].id} to {problems[-1].id}."
-            )
-        return [by_id[i] for i in ids]
-    if start < 0 or start >= len(problems):
-        raise SeedTotError(f"--start {start} is outside the data set of {len(problems)} problems.")
-    end = len(problems) if limit is None else start + limit
-    return problems[start:end]
 
 
 class RunSetup(NamedTuple):

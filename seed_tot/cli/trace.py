@@ -9,16 +9,7 @@ import click
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import load_trace
 from seed_tot.records import GZIP_SUFFIX
-
-
-def bundled_task(name: str):
-    """The bundled task of a trace's name (None for a custom task), to read its answers back."""
-    from seed_tot_tasks import get_task
-
-    try:
-        return get_task(name)
-    except SeedTotError:
-        return None
+from seed_tot_tasks import bundled_task  # a trace's task, to read its answers back (None: a custom task)
 
 
 @click.group()

@@ -43,7 +43,7 @@ class ServerExecutor:
         self.retries = retries
         self.backoff = backoff
         self.name = name
-        self.eos_token_ids = _eos_ids(tokenizer)
+        self.eos_token_ids = tokenizer_eos_ids(tokenizer)
         self._pool = ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="seed-tot-server")
         self._on_close = on_close
         self._closed = False
@@ -131,7 +131,8 @@ class ServerExecutor:
         return sink.token_ids, sink.finish_reason or reason
 
 
-def _eos_ids(tokenizer) -> frozenset[int]:
+def tokenizer_eos_ids(tokenizer) -> frozenset[int]:
+    """The token ids that end a reply: the tokenizer's end-of-sequence token (0 where it names none)."""
     ids = {int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else set()
     return frozenset(ids) or frozenset({0})
 
