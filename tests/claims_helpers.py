@@ -418,17 +418,34 @@ JUDGE_VALUES = ("the judge's value of each chain is not stored (its features are
 BLIND_SEEDS = "17 of the blind tree's 20 seeds are in runs/blocksworld-blind-seeds, which does not ship; results/ holds 3"
 
 FIRST_AVX2 = "first-command/amd-epyc-avx2-2c"
+PEERS_AMX = "engines/peers-gsm8k-341-360-amx"
 
 
-def first_command_choice() -> str:
-    [record] = (RESULTS / FIRST_AVX2 / "calibration").glob("*.json")
-    speeds = {t["label"]: t["tokens_per_second"] for t in json.loads(record.read_text())["timings"]}
-    return f"llama.cpp {speeds['llama-cpp']:.1f} tokens/s against {speeds['batched-lookup float32']:.1f} in process"
+def engines_amx() -> str:
+    rows = peers(PEERS_AMX)
+    a, b = rows["a"], rows["b"]
+    assert a["correct"] == b["correct"]
+    return (f"{ratio(a['problems_per_hour'] / b['problems_per_hour'])} problems per hour ({a['problems_per_hour']} against "
+            f"{b['problems_per_hour']}), {ratio(a['tokens_per_s'] / b['tokens_per_s'])} tokens/s, first answer after "
+            f"{a['first_answer_s']:.1f} s against {b['first_answer_s']:.1f} s, {a['correct']}/{a['problems']} right each, "
+            f"at {ratio(a['peak_rss_mib'] / b['peak_rss_mib'])} its memory")
+FIRST_AMX = "first-command/intel-xeon-amx-2c"
 
 
-def first_command_time(run: str) -> str:
+def first_command_choice(folder: str = FIRST_AVX2, winner: str = "llama-cpp",
+                         other: str = "batched-lookup float32") -> str:
+    """The chosen path's and another path's speeds in a stored first run's calibration record."""
+    [record] = (RESULTS / folder / "calibration").glob("*.json")
+    speeds = {t["label"]: t.get("tokens_per_second") for t in json.loads(record.read_text())["timings"]}
+    name = {"llama-cpp": "llama.cpp"}
+    if winner == "llama-cpp":
+        return f"llama.cpp {speeds[winner]:.1f} tokens/s against {speeds[other]:.1f} in process"
+    return f"in process {speeds[winner]:.1f} tokens/s against {name.get(other, other)}'s {speeds[other]:.1f}"
+
+
+def first_command_time(run: str, folder: str = FIRST_AVX2) -> str:
     """Wall time and peak memory of a stored /usr/bin/time -v run of the first command."""
-    text = (RESULTS / FIRST_AVX2 / f"{run}.stderr").read_text()
+    text = (RESULTS / folder / f"{run}.stderr").read_text()
     clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1)
     seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock.split(":"))))
     peak_gib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 2**20
@@ -445,6 +462,7 @@ README_ROWS = {
     "expansion": "one tree expansion (3 thoughts)",
     "twelve": "12 GSM8K problems searched together",
     "engines": "the in-process default against a tuned llama.cpp server",
+    "engines_amx": "on an Intel Xeon with AMX (2 cores), `seed-tot bench --peers`",
     "int8": "`--int8` (opt-in;",
     "llama": "llama.cpp (`--method llama-cpp`) against the in-process default",
     "api": "`seed-tot api` against the CLI",
@@ -499,15 +517,20 @@ CLAIMS: tuple[Claim, ...] = (
           ("engines/peers-gsm8k-301-304/summary.json",)),
     Claim(README, R["api"], "+0.0% / -2.1% / -2.2% time", api_against_cli,
           ("bench_api/bench_api_bf16_c1.json", "bench_api/bench_api_bf16_c4_c16.json")),
+    Claim(README, R["engines_amx"], "4.17x problems per hour (251.9 against 60.4), 4.14x tokens/s, first answer after "
+          "97.6 s against 479.0 s, 12/20 right each, at 1.69x its memory", engines_amx, (f"{PEERS_AMX}/summary.json",)),
     Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "llama.cpp 15.6 tokens/s against 13.5 in process",
           first_command_choice, (f"{FIRST_AVX2}/calibration",)),
     Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "187 s and 6.4 GiB peak the first time",
           lambda: first_command_time("first"), (f"{FIRST_AVX2}/first.stderr",)),
     Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "93 s and 1.8 GiB once it",
           lambda: first_command_time("cached"), (f"{FIRST_AVX2}/cached.stderr",)),
-    Claim(README, "On a quiet 2-core machine the problem takes", "51-66 s, 3.6 GiB peak",
-          not_derivable="no stored run of the first command gives it: the only stored one "
-                        "(results/engines/first_command/self_consistency_vs_tree) took 96 s at 7,313 MiB, with an older default"),
+    Claim(README, "Intel Xeon with AMX, `auto` measured", "in process 44.4 tokens/s against llama.cpp's 26.6",
+          lambda: first_command_choice(FIRST_AMX, "batched-lookup bfloat16", "llama-cpp"), (f"{FIRST_AMX}/calibration",)),
+    Claim(README, "Intel Xeon with AMX, `auto` measured", "116 s and 7.3 GiB peak the first time",
+          lambda: first_command_time("first", FIRST_AMX), (f"{FIRST_AMX}/first.stderr",)),
+    Claim(README, "Intel Xeon with AMX, `auto` measured", "50 s and 3.6 GiB once it",
+          lambda: first_command_time("cached", FIRST_AMX), (f"{FIRST_AMX}/cached.stderr",)),
 )
 
 
