@@ -7,13 +7,13 @@ from seed_tot.config import DecodeConfig
 from seed_tot.decoding.lookahead import (
     LookaheadWindow,
     NGramPool,
-    NGramPoolDrafter,
     build_trie,
     lookahead_decode,
     window_parents,
 )
+from seed_tot.decoding.sampling import one_hot
 from seed_tot.decoding.speculative import speculative_decode_with
-from seed_tot.decoding.verify import verify_guesses
+from seed_tot.decoding.verify import DraftTree, verify_guesses
 from seed_tot.errors import ConfigError
 from seed_tot.runtime import tree_attention_mask, tree_position_ids
 from conftest import requires_real_models
@@ -115,33 +115,38 @@ def test_lookahead_refuses_bad_settings(tiny_pair):
         lookahead_decode(tiny_pair[1], [1, 2], DecodeConfig(), ngram=1)
 
 
-@pytest.mark.parametrize("with_model", [False, True])
-def test_ngram_drafter_through_the_speculative_verify_path_equals_greedy(tiny_pair, with_model):
-    draft, target = tiny_pair
-    cases = prompt_cases(12, seed=23) + [(list(b"abcabcabcabcabc"), 48), (list(b"1 2 3 1 2 3 1 2 3 "), 48)]
-    accepted = 0
-    for prompt, budget in cases:
-        config = DecodeConfig(max_new_tokens=budget)
-        drafter = NGramPoolDrafter(target.vocab_size, ngram=4, candidates=4, model=draft if with_model else None, window=4)
-        out = speculative_decode_with(drafter, target, prompt, config)
-        assert out.token_ids == reference_greedy(target, prompt, config)[0]
-        accepted += out.stats.draft_tokens_accepted
-        assert (out.stats.draft_forwards > 0) == with_model
-    assert accepted > 0
-
-
-NGRAM_PROMPT = [1, 2, 0, 1, 3, 0, 1, 4, 0, 1]  # the pool offers 2, 3 and 4 after the pending token 1
+NGRAM_PROMPT = [1, 2, 0, 1, 3, 0, 1, 4, 0, 1]  # an n-gram pool offers 2, 3 and 4 after the pending token 1
 NGRAM_SAMPLES = 20_000
+
+
+def sibling_tree() -> DraftTree:
+    """The n-gram drafts of NGRAM_PROMPT's pending token: 3 one-hot siblings, the pool's most
+    recent continuation (4) first."""
+    tree = DraftTree()
+    for token in (4, 3, 2):
+        tree.add(token, -1, one_hot(token, 8))
+    return tree
+
+
+class SiblingDrafter:
+    """A drafter (seed_tot.decoding.drafters protocol) that always proposes sibling_tree()."""
+
+    forwards = 0  # it runs no model
+
+    def propose(self, context_ids, pending, max_depth) -> DraftTree:
+        return sibling_tree()
+
+    def observe(self, verdict) -> None:
+        return None
 
 
 @pytest.fixture(scope="module")
 def ngram_case(small_vocab_pair):
-    """The vocab-8 target, the n-gram drafter's first proposal (3 one-hot siblings) and the
-    target probabilities that verify it, computed by the real speculative path."""
+    """The vocab-8 target, the n-gram drafts (3 one-hot siblings) and the target probabilities
+    that verify them, computed by the real speculative path."""
     from seed_tot.decoding.speculative import target_probs_for_tree
     target = small_vocab_pair(seed=0)[1]
-    tree = NGramPoolDrafter(8, ngram=3, candidates=3).propose(NGRAM_PROMPT[:-1], NGRAM_PROMPT[-1], 1)
-    assert sorted(tree.tokens) == [2, 3, 4]
+    tree = sibling_tree()
     cache = target.new_cache()
     target.forward(torch.tensor([NGRAM_PROMPT[:-1]]), cache)
     probs = target_probs_for_tree(target, cache, NGRAM_PROMPT[-1], tree, 1.0, 1.0)
@@ -167,7 +172,7 @@ def ngram_p_value(ngram_case, verify) -> float:
     return float(chisquare(observed, [e * scale for e in expected]).pvalue)
 
 
-def test_ngram_drafter_sampling_keeps_the_target_distribution(ngram_case):
+def test_ngram_drafts_sampling_keeps_the_target_distribution(ngram_case):
     """First sampled token of 20,000 verifications of 3 one-hot sibling drafts vs the exact p."""
     from seed_tot.decoding.verify import verify_tree
 
@@ -188,8 +193,7 @@ def test_real_ngram_decoder_equals_the_replay(ngram_case):
     target, tree, probs = ngram_case
     config = DecodeConfig(max_new_tokens=1, temperature=1.0)
     for seed in range(100):
-        drafter = NGramPoolDrafter(8, ngram=3, candidates=3)
-        real = speculative_decode_with(drafter, target, NGRAM_PROMPT, config, seed=seed).token_ids
+        real = speculative_decode_with(SiblingDrafter(), target, NGRAM_PROMPT, config, seed=seed).token_ids
         assert real == [first_token(tree, probs, torch.Generator().manual_seed(seed), verify_tree)], seed
 
 

@@ -30,10 +30,9 @@ import torch
 from seed_tot.config import DecodeConfig
 from seed_tot.decoding.jacobi import start_pending
 from seed_tot.decoding.output import DecodeOutput
-from seed_tot.decoding.sampling import one_hot
 from seed_tot.decoding.speculative import check_prompt
 from seed_tot.decoding.token_sink import TokenSink
-from seed_tot.decoding.verify import DraftTree, verify_guesses
+from seed_tot.decoding.verify import verify_guesses
 from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationStats
 from seed_tot.runtime import ModelRunner, cache_length, keep_positions, rollback
@@ -208,78 +207,3 @@ def lookahead_decode(
     stats.target_forwards = target.forward_count - forwards_before
     stats.wall_seconds = time.perf_counter() - started
     return DecodeOutput(sink.token_ids, sink.finish_reason, stats)
-
-
-class NGramPoolDrafter:
-    """Lookahead n-grams as a drafter (seed_tot.decoding.drafters protocol): SD with n-gram drafts.
-
-    Each proposal is a trie of up to `candidates` pool n-grams that start with the pending token,
-    each node a deterministic (one-hot q) proposal, so speculative_decode_with verifies it
-    losslessly for greedy and sampled decoding alike. The pool is seeded from the prompt and
-    grows with the n-grams of the accepted text. With a `model` (e.g. the small draft model),
-    every proposal also runs one lookahead-branch forward (the 2-D Jacobi window) on that model
-    and adds the W n-grams it yields; without one, the drafter is a pure n-gram lookup.
-    """
-
-    def __init__(
-        self,
-        vocab_size: int,
-        ngram: int = 4,
-        candidates: int = 5,
-        model: ModelRunner | None = None,
-        window: int = 5,
-        seed: int = 0,
-        pool_per_key: int = 64,
-    ):
-        if ngram < 2 or candidates < 1 or window < 1:
-            raise ConfigError(f"Bad n-gram drafter settings N={ngram}, G={candidates}, W={window}: use N >= 2, G >= 1, W >= 1.")
-        self.vocab_size = vocab_size
-        self.candidates = candidates
-        self.pool = NGramPool(ngram, pool_per_key)
-        self.model = model
-        self.width = window
-        self.seed = seed
-        self.forwards = 0
-        self.seen = 0  # context tokens whose n-grams are already in the pool
-        self.window: LookaheadWindow | None = None
-        self.cache = model.new_cache() if model is not None else None
-        self.cached_tokens: list[int] = []
-
-    def propose(self, context_ids: list[int], pending: int, max_depth: int) -> DraftTree:
-        sequence = list(context_ids) + [int(pending)]
-        self.pool.add_sequence(sequence[max(0, self.seen - self.pool.n + 1) :])
-        self.seen = len(sequence)
-        if self.model is not None:
-            self._lookahead_step(sequence)
-        tokens, parents = build_trie(self.pool.candidates(int(pending), self.candidates), max(0, max_depth))
-        tree = DraftTree()
-        for token, parent in zip(tokens, parents):
-            tree.add(token, parent, one_hot(token, self.vocab_size))
-        return tree
-
-    def observe(self, verdict) -> None:
-        return None  # accepted tokens reach the pool through the next proposal's context
-
-    def _lookahead_step(self, sequence: list[int]) -> None:
-        """One forward of the drafter model: the uncached tokens as a chain, the window under the last."""
-        if self.window is None:
-            self.window = initial_window(sequence, self.width, self.pool.n, self.seed)
-        keep = 0
-        while keep < min(len(self.cached_tokens), len(sequence) - 1) and self.cached_tokens[keep] == sequence[keep]:
-            keep += 1
-        rollback(self.cache, keep)
-        feed = sequence[keep:]
-        n_levels = len(self.window.levels)
-        parents = list(range(-1, len(feed) - 1)) + [p + len(feed) - 1 for p in window_parents(n_levels, self.width)]
-        input_ids = feed + [t for level in self.window.levels for t in level]
-        logits = self.model.forward(
-            torch.tensor([input_ids], dtype=torch.long),
-            self.cache,
-            position_ids=tree_position_ids(parents, keep),
-            attention_mask=tree_attention_mask(parents, keep, self.model.dtype),
-        )[0]
-        self.forwards += 1
-        top_level = len(feed) + (n_levels - 1) * self.width
-        self.window.advance(logits[top_level : top_level + self.width].argmax(-1).tolist(), self.pool)
-        rollback(self.cache, len(sequence))  # keep the sequence, drop the window
-        self.cached_tokens = sequence
