@@ -28,7 +28,7 @@ from seed_tot.requests import GenerationRequest
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.scheduling.methods import method_named
-from seed_tot.scheduling.worker import RandomDraft
+from seed_tot.scheduling.seed.worker import RandomDraft
 
 CONFIGS = Path(__file__).resolve().parent / "gpu_configs"
 DRAFT_CONFIG = CONFIGS / "qwen2.5-coder-0.5b-instruct"

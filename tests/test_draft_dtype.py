@@ -10,7 +10,7 @@ from seed_tot.models.tiny import build_tiny_pair
 from seed_tot.requests import GenerationRequest
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.factory import make_executor
-from seed_tot.scheduling.worker import TinyDraft
+from seed_tot.scheduling.seed.worker import TinyDraft
 
 CPU = torch.device("cpu")
 

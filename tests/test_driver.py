@@ -6,7 +6,7 @@ from search_helpers import FORMATTER, TOKENIZER, idea_reply, make_task, tiny_con
 
 from seed_tot.config import DecodeConfig
 from seed_tot.scheduling.factory import make_executor
-from seed_tot.scheduling.worker import TinyDraft
+from seed_tot.scheduling.seed.worker import TinyDraft
 from seed_tot.search import BFS, MCTS, BFSConfig, MCTSConfig
 from seed_tot.search.driver import solve_many
 from seed_tot.search.steps import Batch, drive, gather

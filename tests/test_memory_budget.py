@@ -78,7 +78,7 @@ def test_every_process_that_loads_a_draft_counts_before_loading(tiny_pair, tmp_p
 
 def test_a_method_with_draft_workers_loads_no_draft_in_this_process():
     from seed_tot.distributed.spec import ExecutorSpec, model_names
-    from seed_tot.scheduling.worker import NamedDraft
+    from seed_tot.scheduling.seed.worker import NamedDraft
 
     target, draft = ExecutorSpec(method="seed", target="tiny-target", draft="tiny-draft", dtype="float32",
                                  device="cpu").load_models()

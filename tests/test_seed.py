@@ -25,7 +25,7 @@ from seed_tot.runtime import ModelRunner
 import seed_tot.scheduling.seed.verifier as seed_verifier
 from seed_tot.scheduling.events import intervals, summarize
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions, shaped_k_config
-from seed_tot.scheduling.worker import TinyDraft, derive_seed, tree_size
+from seed_tot.scheduling.seed.worker import TinyDraft, derive_seed, tree_size
 
 SAME_PROMPT = list(b"Let us think step by step about ")
 OTHER_PROMPTS = [list(b"Rate the partial solution 1-10: "), list(b"Q")]
@@ -62,7 +62,7 @@ def executor(tiny_pair):
         num_workers=2,
         options=SeedOptions(k_config=(2, 2, 1), adaptive_k=True, max_depth=MAX_DEPTH),
     )
-    collect, root, worker_log = _Collect(), logging.getLogger(), logging.getLogger("seed_tot.scheduling.worker")
+    collect, root, worker_log = _Collect(), logging.getLogger(), logging.getLogger("seed_tot.scheduling.seed.worker")
     old_level = root.level
     root.setLevel(logging.INFO)
     worker_log.addHandler(collect)

@@ -27,7 +27,7 @@ from seed_tot.decoding.verify import DraftTree
 from seed_tot.runtime import ModelRunner
 from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
-from seed_tot.scheduling.worker import TinyDraft
+from seed_tot.scheduling.seed.worker import TinyDraft
 from conftest import SMALL_VOCAB
 from test_distribution import always_accept, resample_from_p
 

@@ -28,7 +28,7 @@ from seed_tot.config import DecodeConfig
 from seed_tot.errors import ConfigError, ModelNotFoundError, TokenizerMismatchError, WorkerError
 from seed_tot.requests import GenerationRequest
 from seed_tot.scheduling.seed import SeedExecutor, SeedOptions
-from seed_tot.scheduling.worker import NamedDraft, TinyDraft
+from seed_tot.scheduling.seed.worker import NamedDraft, TinyDraft
 
 pytestmark = pytest.mark.slow  # SEED worker faults
 
@@ -276,7 +276,7 @@ SCRIPT = textwrap.dedent(
     from seed_tot.runtime import ModelRunner
     from seed_tot.requests import GenerationRequest
     from seed_tot.scheduling.seed import SeedExecutor
-    from seed_tot.scheduling.worker import TinyDraft
+    from seed_tot.scheduling.seed.worker import TinyDraft
 
     if __name__ == "__main__":
         _, target, tokenizer = build_tiny_pair()

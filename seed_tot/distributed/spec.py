@@ -11,7 +11,7 @@ import torch
 from seed_tot.models.loading import dtype_name
 from seed_tot.requests import Executor
 from seed_tot.runtime.runner import ModelRunner
-from seed_tot.scheduling.worker import NamedDraft
+from seed_tot.scheduling.seed.worker import NamedDraft
 
 
 @dataclass(frozen=True)

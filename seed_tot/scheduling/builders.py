@@ -57,7 +57,7 @@ def build_batched_lookup(method, target: ModelRunner, draft: DraftArg | None, se
 def build_seed(method, target: ModelRunner, draft: DraftArg, settings: dict) -> Executor:
     from seed_tot.models.loading import dtype_name
     from seed_tot.scheduling.seed import SeedExecutor
-    from seed_tot.scheduling.worker import NamedDraft
+    from seed_tot.scheduling.seed.worker import NamedDraft
 
     settings = dict(settings)
     num_workers = settings.pop("num_workers")

@@ -1,6 +1,6 @@
 """SEED: speculative scheduled execution with a rounds-scheduled strategy (Algorithm 1 of the paper).
 
-n draft worker processes (seed_tot/scheduling/worker.py) draft in parallel, one request
+n draft worker processes (worker.py) draft in parallel, one request
 each; their drafts enter a verify queue; this process, the verifier, owns the target model,
 takes drafts first-come-first-served (or by another discipline), verifies them losslessly
 (target_probs_for_tree + verify_tree), commits its per-request target cache and sends the
@@ -12,6 +12,7 @@ for drafting in the worker, one for verification here), so results do not depend
 schedule, the discipline, batching or the number of workers.
 
 The parts: options.py (SeedOptions), executor.py (SeedExecutor: the pool's lifecycle),
+worker.py (a draft worker: its draft model, the messages it exchanges with the verifier),
 verifier.py (the verifier loop, a session), pool.py (worker processes, messages, reaping),
 logs.py (worker logs into this process's loggers), signals.py (Ctrl-C held over critical sections).
 """

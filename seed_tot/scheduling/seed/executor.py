@@ -16,15 +16,15 @@ from seed_tot.scheduling.events import Event
 from seed_tot.scheduling.seed.options import SeedOptions
 from seed_tot.scheduling.seed.pool import WorkerPool
 from seed_tot.scheduling.seed.verifier import SeedSession
+from seed_tot.scheduling.seed.worker import DraftSource, NamedDraft, Ready, tree_size
 from seed_tot.scheduling.session import SessionWork, check_requests, drain
-from seed_tot.scheduling.worker import DraftSource, NamedDraft, Ready, tree_size
 
 
 class SeedExecutor:
     """The SEED executor: parallel draft processes, one verifier (this process) with the target.
 
     `draft` is a model name for seed_tot.models.load_model (loaded once by each worker, in the
-    dtype resolve_draft_dtype picks) or a draft source from seed_tot.scheduling.worker (NamedDraft, TinyDraft).
+    dtype resolve_draft_dtype picks) or a draft source from worker.py (NamedDraft, TinyDraft).
     Worker logs reach this process's loggers through a logging QueueHandler/QueueListener
     (multiprocessing-logging's install_mp_handler refuses the 'spawn' start method).
     `last_events` holds the scheduler events of the last run(). In the per-request stats, a

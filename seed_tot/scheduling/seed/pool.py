@@ -13,7 +13,7 @@ import torch
 from seed_tot.errors import WorkerError
 from seed_tot.scheduling.seed.logs import ParentLogDispatch
 from seed_tot.scheduling.seed.signals import held_interrupts
-from seed_tot.scheduling.worker import DraftSource, Failure, Stop, worker_main
+from seed_tot.scheduling.seed.worker import DraftSource, Failure, Stop, worker_main
 
 log = logging.getLogger(__name__)
 

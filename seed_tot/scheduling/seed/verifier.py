@@ -27,8 +27,8 @@ from seed_tot.runtime.masks import batched_tree_inputs
 from seed_tot.scheduling.events import TARGET, Event, now
 from seed_tot.scheduling.seed.options import SeedOptions, shaped_k_config
 from seed_tot.scheduling.seed.pool import WorkerHandle, WorkerPool
+from seed_tot.scheduling.seed.worker import Draft, Start, Verdict, derive_seed
 from seed_tot.scheduling.session import DecodeSession, SessionWork
-from seed_tot.scheduling.worker import Draft, Start, Verdict, derive_seed
 
 
 @dataclass
