@@ -16,7 +16,7 @@ pytest.importorskip("xllamacpp")
 pytest.importorskip("psutil")
 
 from seed_tot.models.loading import load_model  # noqa: E402
-from seed_tot.observe.peers import markdown_table  # noqa: E402
+from seed_tot.observe.side_by_side import markdown_table  # noqa: E402
 from seed_tot.reasoning.prompting import PromptFormatter  # noqa: E402
 from seed_tot.search import search_class  # noqa: E402
 from seed_tot.search.settings import SearchConfig  # noqa: E402

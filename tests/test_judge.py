@@ -7,7 +7,7 @@ from scripted_executor import ScriptedExecutor
 from search_helpers import FORMATTER, TOKENIZER, make_task
 
 from seed_tot.cli.task_run import problem_extra
-from seed_tot.reasoning.judge import JUDGE_DECODE, judge_answer
+from seed_tot.reasoning.answer_judge import JUDGE_DECODE, judge_answer
 from seed_tot.reasoning.simple_task import SimpleTask
 from seed_tot_tasks.creative_writing import CreativeWritingTask
 

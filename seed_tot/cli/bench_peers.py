@@ -39,7 +39,7 @@ from pathlib import Path
 
 import click
 
-from seed_tot.observe.peers import cores_available, markdown_table, run_measured, solve_concurrently
+from seed_tot.observe.side_by_side import cores_available, markdown_table, run_measured, solve_concurrently
 from seed_tot.records import cpu_facts, portable_command, portable_path, read_stored_text, stored_files
 
 SYSTEMS = {

@@ -24,7 +24,7 @@ from seed_tot.records import (
     portable_path,
     summarize,
 )
-from seed_tot.reasoning.judge import judge_answer
+from seed_tot.reasoning.answer_judge import judge_answer
 from seed_tot.scheduling.methods import AUTO
 from seed_tot.scheduling.progress import ProgressExecutor
 from seed_tot.task import select_problems
