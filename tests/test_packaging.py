@@ -58,3 +58,16 @@ def test_every_package_folder_is_listed_in_pyproject():
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "seed_tot").rglob("__init__.py")}
     assert found | {"seed_tot_tasks", "seed_tot_prompts"} == listed
+
+
+def test_the_readme_map_names_every_package_folder():
+    """README.md's "Where the code is" table has a row for every package folder and the other top folders."""
+    readme = (REPO / "README.md").read_text()
+    rows = {line.split("`")[1] for line in readme.split("## Where the code is", 1)[1].split("\n## ", 1)[0].splitlines()
+            if line.startswith("| `")}
+    folders = {"/".join(p.parent.relative_to(REPO).parts) + "/" for p in (REPO / "seed_tot").rglob("__init__.py")}
+    folders.discard("seed_tot/")  # its row names its own modules: "seed_tot/ (its own modules)"
+    assert "seed_tot/" in rows
+    others = {"tasks/", "prompts/", "scripts/", "tests/", "results/", "docs/"}
+    assert sorted((folders | others) - rows) == []
+    assert sorted(rows - folders - others - {"seed_tot/"}) == []  # no row for a folder that is gone
