@@ -8,9 +8,11 @@ import multiprocessing
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import uvicorn
 
@@ -26,6 +28,7 @@ def _config(service: ApiService, host: str, port: int, api_key: str | None, shut
 
 
 FORCE_SECONDS = 3.0  # after a second Ctrl-C (or the drain's end), how long a clean exit may take before a hard one
+KILL_SECONDS = 4.5  # after a second Ctrl-C (or the drain's end), when the watchdog kills a server still there
 SWITCH_SECONDS = 0.001  # CPython's default is 0.005
 
 
@@ -35,7 +38,9 @@ def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_ke
     `shutdown_timeout` seconds, then cancel their trees (their rows leave the batch at the next
     decode step), stop the driver and close the executor. A second Ctrl-C or SIGTERM cancels
     everything at once; whatever still runs FORCE_SECONDS later (a forward that does not return),
-    the process then ends itself (exit code 130).
+    the process then ends itself (exit code 130). Should none of its threads be able to run (the
+    main thread in a call that holds the interpreter lock), a watchdog process (watchdog.py) kills
+    it `shutdown_timeout` + KILL_SECONDS after the first signal, or KILL_SECONDS after a later one.
 
     `service` was made with own_thread=False: its driver grows the trees on this (main) thread, the
     one that loaded the models, while uvicorn serves on another (see TreeDriver). The signals are
@@ -55,9 +60,7 @@ def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_ke
         finally:
             service.close(drain=False, timeout=shutdown_timeout)
 
-    reader, writer = socket.socketpair()
-    writer.setblocking(False)
-    reader.settimeout(None)
+    reader, writer, dog = _signal_pipe(shutdown_timeout)
     previous = {sig: signal.signal(sig, lambda signum, frame: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
     watcher = threading.Thread(target=_watch_signals, args=(reader, server, service, shutdown_timeout),
@@ -73,9 +76,38 @@ def serve(service: ApiService, host: str = "127.0.0.1", port: int = 8000, api_ke
         signal.set_wakeup_fd(previous_fd)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        writer.close()
+        writer.close()  # the watchdog reads the end of its input and ends
+        if dog is not None:
+            try:
+                dog.wait(2)
+            except subprocess.TimeoutExpired:
+                dog.kill()
     if exit_code and exit_code[0]:
         raise SystemExit(exit_code[0])
+
+
+def _signal_pipe(shutdown_timeout: float) -> tuple[socket.socket, socket.socket, subprocess.Popen | None]:
+    """(the end the signal watcher reads, the end the signals are written to, the watchdog). The
+    signals' bytes go through the watchdog process, which passes them on; where it cannot be
+    started, straight to the watcher."""
+    reader, writer = socket.socketpair()
+    reader.settimeout(None)
+    dog_in, writer_end = socket.socketpair()
+    try:
+        dog = subprocess.Popen([sys.executable, str(Path(__file__).with_name("watchdog.py")), str(os.getpid()),
+                                str(shutdown_timeout + KILL_SECONDS), str(KILL_SECONDS)],
+                               stdin=dog_in.fileno(), stdout=writer.fileno(), start_new_session=True)
+    except OSError as exc:
+        _say(f"no stop-signal watchdog ({exc}): a call that never lets the threads run may keep the server "
+             "from stopping")
+        writer_end.close()
+        writer.setblocking(False)
+        return reader, writer, None
+    finally:
+        dog_in.close()
+    writer.close()
+    writer_end.setblocking(False)
+    return reader, writer_end, dog
 
 
 def _watch_signals(reader: socket.socket, server: uvicorn.Server, service: ApiService, shutdown_timeout: float) -> None:
