@@ -199,6 +199,12 @@ def client() -> httpx.Client:
     return _CLIENT
 
 
+# A refusal read from the body, or 429 where the queue was full as the request came: a full queue
+# refuses before reading any body, so the cheaper refusal may come first.
+REFUSED = (400, 429)
+TOO_LARGE = (413, 429)
+
+
 def timed_post(url: str, body, expect: tuple[int, ...], name: str, raw: bytes | None = None) -> dict:
     http = client()
     started = time.monotonic()
@@ -389,21 +395,21 @@ def hostile(url: str, port: int, budget: int, queue_bound: int) -> list[dict]:
     client().get(url + "/health")  # connect once before any timing
     results = []
     wait_running(url)  # the largest allowed request (sent by the caller) is being grown
-    results.append(timed_post(url, over, (400,), "over budget (max_tokens one more)"))
-    results.append(timed_post(url, chat("What is 2 plus 2?", n=8, max_tokens=8192), (400,), "over budget (n=8, max_tokens=8192)"))
-    results.append(timed_post(url, chat("What is 2 plus 2?", seed_tot={"n_thoughts": 200000}), (400,), "n_thoughts 200000"))
-    results.append(timed_post(url, chat("What is 2 plus 2?", seed_tot={"n_thoughts": 10**9}), (400,), "n_thoughts 10^9"))
-    results.append(timed_post(url, None, (400,), "malformed JSON", raw=b'{"model": "gsm8k/bfs", "messages": ['))
+    results.append(timed_post(url, over, REFUSED, "over budget (max_tokens one more)"))
+    results.append(timed_post(url, chat("What is 2 plus 2?", n=8, max_tokens=8192), REFUSED, "over budget (n=8, max_tokens=8192)"))
+    results.append(timed_post(url, chat("What is 2 plus 2?", seed_tot={"n_thoughts": 200000}), REFUSED, "n_thoughts 200000"))
+    results.append(timed_post(url, chat("What is 2 plus 2?", seed_tot={"n_thoughts": 10**9}), REFUSED, "n_thoughts 10^9"))
+    results.append(timed_post(url, None, REFUSED, "malformed JSON", raw=b'{"model": "gsm8k/bfs", "messages": ['))
     body = json.dumps(chat("What is 3 plus 3?")).encode()
     results.append({"request": "disconnect mid-body", **raw_exchange(port, head(port, len(body)), [(body[:20], 0)],
                                                                       close_early=True),
                     "expected": ["closed by client"], "ok": True})
     results.append({"request": "2 MB body, Content-Length", **raw_exchange(port, head(port, 2 << 20), [(b"{", 0)]),
-                    "expected": [413]})
+                    "expected": list(TOO_LARGE)})
     chunk = b"x" * (64 << 10)
     chunks = [(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n", 0)] * 32
     results.append({"request": "2 MB body, chunked", **raw_exchange(port, head(port, None, chunked=True), chunks),
-                    "expected": [413]})
+                    "expected": list(TOO_LARGE)})
     slow = json.dumps(chat("What is 4 plus 4?", seed=4)).encode()
     step = max(1, len(slow) // 20)
     results.append({"request": "slow body (20 pieces, 0.15 s apart)",

@@ -33,8 +33,11 @@ def test_a_hostile_client_costs_the_others_no_answer_and_the_server_still_stops(
     assert all(r["ok"] for r in hostile.values()), hostile
     largest = hostile["largest allowed"]
     assert largest["status"] == 200  # the budget's own bound lets it in
-    assert [hostile[name]["status"] for name in QUICK] == [400, 400, 400, 400, 400, 413, 413]
-    assert {hostile[n]["code"] for n in QUICK if n.startswith("over budget")} == {"over_budget"}
+    # each its own refusal, or 429 where the queue was full as it came (refused before its body is read)
+    own = [400, 400, 400, 400, 400, 413, 413]
+    assert all(hostile[name]["status"] in (status, 429) for name, status in zip(QUICK, own)), hostile
+    assert all(hostile[name]["code"] == "queue_full" for name in QUICK if hostile[name]["status"] == 429), hostile
+    assert {hostile[n]["code"] for n in QUICK if n.startswith("over budget") and hostile[n]["status"] == 400} <= {"over_budget"}
     # refused while the largest allowed request was still being grown: no refusal waits for a search
     assert all(hostile[name]["answered_at"] < largest["answered_at"] for name in QUICK), hostile
     assert all(hostile[name]["seconds"] < 10 for name in QUICK), hostile

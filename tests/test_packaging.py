@@ -25,7 +25,7 @@ CHECK = textwrap.dedent(
     for name in TASK_NAMES:
         task = get_task(name)
         problem = task.load()[0]
-        assert problem.question and task.thought_prompt(problem, "", 0) and task.value_prompt(problem, "", 0)
+        assert problem.question and task.thought_prompt(problem, "", 0, 4) and task.value_prompt(problem, "", 0)
     print("ok", len(TASK_NAMES))
     """
 )

@@ -165,7 +165,8 @@ def test_float32_layers_are_packed_by_size_and_by_the_timed_probe(monkeypatch):
     small = torch.nn.Linear(1024, 1023)
     monkeypatch.setattr(packed_linear, "float32_packing_pays", lambda: True)
     assert packed_linear.should_pack(large) and not packed_linear.should_pack(small)
-    assert packed_linear.should_pack(large.to(torch.bfloat16)) == packing_works(torch.bfloat16)
+    # a copy: Module.to converts in place, and `large` must stay float32 below
+    assert packed_linear.should_pack(copy.deepcopy(large).to(torch.bfloat16)) == packing_works(torch.bfloat16)
     monkeypatch.setattr(packed_linear, "float32_packing_pays", lambda: False)
     assert not packed_linear.should_pack(large)
     monkeypatch.setenv("SEED_TOT_PACK_WEIGHTS", "0")
@@ -218,6 +219,7 @@ def test_a_saved_model_loads_packed_layer_by_layer_with_the_plain_loads_logits(s
     from seed_tot.models.streamed_cast import load_streamed
     from seed_tot.runtime.packed_linear import packed_layer_count
 
+    monkeypatch.delenv("SEED_TOT_PACK_WEIGHTS")  # packing on again for the streamed load
     assert packed_layer_count(load_streamed(str(tmp_path), torch.bfloat16, pack=True)) == linears  # as they arrive
     ids = torch.randint(0, 200, (2, 13), generator=torch.Generator().manual_seed(2))
     got, want = packed.forward(ids), plain.forward(ids)
