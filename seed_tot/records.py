@@ -339,3 +339,34 @@ def machine_facts() -> dict:
         "git": git_revision(),
         "peak_rss_mib": peak_rss_mib(),
     }
+
+
+def busy_cpu_seconds() -> float | None:
+    """CPU seconds every process on the machine has spent (Linux's /proc/stat), None elsewhere."""
+    try:
+        fields = open("/proc/stat").readline().split()[1:]
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children (an engine's server runs in this process)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class OtherWork:
+    """The share of the machine's cores that other processes held while a measurement ran: a
+    direct reading of the noise, where the load average lags by a minute and counts this process."""
+
+    def __init__(self) -> None:
+        self.started = (time.perf_counter(), busy_cpu_seconds(), own_cpu_seconds())
+
+    def share(self, cores: int) -> float | None:
+        wall, busy, own = time.perf_counter(), busy_cpu_seconds(), own_cpu_seconds()
+        wall0, busy0, own0 = self.started
+        if busy is None or busy0 is None or wall <= wall0:
+            return None
+        return round(max(0.0, (busy - busy0) - (own - own0)) / ((wall - wall0) * cores), 3)

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import os
-import resource
 import time
 from functools import lru_cache
 
-from seed_tot.records import cpu_facts
+from seed_tot.records import OtherWork, cpu_facts  # noqa: F401  (OtherWork: the probe's reading of the noise)
 
 
 def _version(package: str) -> str | None:
@@ -55,33 +53,3 @@ def read_bandwidth_gb_s(megabytes: int = 256, repeats: int = 8) -> float:
         best = min(best, time.perf_counter() - started)
     return round(values.numel() * 4 / best / 1e9, 1)
 
-
-def busy_cpu_seconds() -> float | None:
-    """CPU seconds every process on the machine has spent (Linux's /proc/stat), None elsewhere."""
-    try:
-        fields = open("/proc/stat").readline().split()[1:]
-    except OSError:
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def own_cpu_seconds() -> float:
-    """CPU seconds of this process and its finished children (an engine's server runs in this process)."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-class OtherWork:
-    """The share of the machine's cores that other processes held while a measurement ran: a
-    direct reading of the noise, where the load average lags by a minute and counts this process."""
-
-    def __init__(self) -> None:
-        self.started = (time.perf_counter(), busy_cpu_seconds(), own_cpu_seconds())
-
-    def share(self, cores: int) -> float | None:
-        wall, busy, own = time.perf_counter(), busy_cpu_seconds(), own_cpu_seconds()
-        wall0, busy0, own0 = self.started
-        if busy is None or busy0 is None or wall <= wall0:
-            return None
-        return round(max(0.0, (busy - busy0) - (own - own0)) / ((wall - wall0) * cores), 3)

@@ -253,6 +253,7 @@ def read_cli_run(run_dir: Path) -> dict:
     }
 
 
+SHARED_MACHINE = 0.25  # other processes' share of the cores above which a system's times are flagged
 CLI_SYSTEMS = ("a", "c", "d", "e")  # systems that are a `seed-tot gsm8k` run
 
 
@@ -405,10 +406,9 @@ def run_peers(data, start, limit, systems, generate_limit, concurrency, threads,
         "load: 1-minute load average before / after.", "",
     ]
     notes += answers_table(rows, spec["problem_ids"])
-    cores = cores_available()
-    notes += [f"Note: system {row['system']} started with a 1-minute load average of {row['load_before'][0]} on "
-              f"{cores} cores: the machine was shared, so its times are not those of a quiet machine.\n"
-              for row in rows if row["load_before"][0] > cores]
+    notes += [f"Note: other processes held {row['other_work_share']:.0%} of the cores while system {row['system']} ran: "
+              "the machine was shared, so its times are not those of a quiet machine.\n"
+              for row in rows if (row.get("other_work_share") or 0) > SHARED_MACHINE]
     notes += [f"- {row['system']}: `{row['command']}`" + (f" (FAILED: {row['error']}; see {row['log']})" if "error" in row else "")
               for row in rows]
     (out_root / "summary.md").write_text("\n".join(notes) + "\n")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from seed_tot.records import OtherWork
 from seed_tot.requests import GenerationRequest, GenerationResult
 from seed_tot.search.steps import Steps, drive
 
@@ -56,7 +57,7 @@ def run_measured(argv: Sequence[str], log_path: Path, env: dict | None = None, c
     before and after."""
     import psutil
 
-    load_before = load_average()
+    load_before, other_work = load_average(), OtherWork()
     maxrss_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     peak_sum = peak_one = 0
     started = time.perf_counter()
@@ -88,6 +89,8 @@ def run_measured(argv: Sequence[str], log_path: Path, env: dict | None = None, c
         "ru_maxrss_children_mib": round(maxrss_after / 1024, 1) if maxrss_after > maxrss_before else None,
         "load_before": load_before,
         "load_after": load_average(),
+        # other processes' share of the cores meanwhile (the child's own CPU counted once it is reaped)
+        "other_work_share": other_work.share(os.cpu_count() or 1),
         "log": str(log_path),
     }
 
