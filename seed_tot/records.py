@@ -344,7 +344,8 @@ def machine_facts() -> dict:
 def busy_cpu_seconds() -> float | None:
     """CPU seconds every process on the machine has spent (Linux's /proc/stat), None elsewhere."""
     try:
-        fields = open("/proc/stat").readline().split()[1:]
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()[1:]
     except OSError:
         return None
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])

@@ -11,12 +11,12 @@ from typing import Callable
 
 from pydantic import BaseModel
 
-from seed_tot.calibration.machine import OtherWork, identity_key, machine_identity, read_bandwidth_gb_s
+from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
 from seed_tot.calibration.probe import NEW_TOKENS, ROUNDS, RunPath, Timing, time_path
 from seed_tot.calibration.roofline import speed_bound
 from seed_tot.errors import SeedTotError
 from seed_tot.scheduling.methods import runs_on_llama_cpp
-from seed_tot.records import load_average, write_json_atomically
+from seed_tot.records import OtherWork, load_average, write_json_atomically
 
 CALIBRATION_ENV = "SEED_TOT_CALIBRATION_DIR"
 WIDTHS = (4, 8, 16)  # rows timed at once; a run's width is rounded up to one of these (wider costs minutes here)
@@ -162,9 +162,8 @@ def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[
     timings, rows, errors = [], [], []
     for path in candidate_paths(target, allow_int8):
         reads_at = max([bandwidth, *(implied_bandwidth(bound, target, t, width) for t in timings)])
-        ceiling = bound(target, path, width, reads_at)
-        if timings and ceiling is not None and ceiling * ROOFLINE_MARGIN < fastest(timings).tokens_per_second:
-            best = fastest(timings)
+        ceiling, best = bound(target, path, width, reads_at), fastest(timings) if timings else None
+        if best and ceiling is not None and ceiling * ROOFLINE_MARGIN < best.tokens_per_second:
             reason = (f"its weights read at {reads_at:.1f} GB/s allow at most {ceiling:.1f} tokens/s at {width} rows, "
                       f"well below {best.path.label}'s measured {best.tokens_per_second:.1f}")
             rows.append(timing_row(None, path) | {"skipped": reason})

@@ -9,7 +9,7 @@ import importlib.metadata
 import time
 from functools import lru_cache
 
-from seed_tot.records import OtherWork, cpu_facts  # noqa: F401  (OtherWork: the probe's reading of the noise)
+from seed_tot.records import cpu_facts
 
 
 def _version(package: str) -> str | None:

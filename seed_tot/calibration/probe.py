@@ -10,9 +10,10 @@ import gc
 import time
 from dataclasses import dataclass
 
-from seed_tot.calibration.machine import OtherWork, machine_identity
+from seed_tot.calibration.machine import machine_identity
 from seed_tot.config import DecodeConfig
 from seed_tot.reasoning.prompting import PromptFormatter
+from seed_tot.records import OtherWork
 from seed_tot.requests import Executor, GenerationRequest
 
 # A made-up word problem (no data set's): the probe measures speed, not answers.

@@ -4,6 +4,7 @@ win, so it is not loaded and timed (float32's load is the probe's longest)."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import prod
 from pathlib import Path
 
@@ -13,6 +14,7 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 INT8_BYTES = 1
 
 
+@lru_cache(maxsize=8)  # the calibration bounds every path, and every measured one, from the same headers
 def weights_read_every_step(model_dir: Path) -> int | None:
     """Weight values a decode step reads at least: all but the embedding tables (only a few of their
     rows are read; an output head tied to them is left out too, so the bound errs high, never low).
