@@ -141,13 +141,17 @@ def test_cli_refusals_come_before_any_model_loads(tmp_path):
 
 
 def learned_line_run(tmp_path: Path, *options: str) -> dict:
-    """A one-problem line-mode run of the tiny pair with a random head, checked; returns its trace."""
+    """A one-problem line-mode run of the tiny pair with a random head, checked; returns its trace.
+    The judge rates only chains that end: a random model ends a chain at a random point, so the chains
+    get room (1,536 tokens) and there are four of them beside the greedy one, or else on some CPUs all
+    of them are cut off and none is rated."""
     from seed_tot.models.loading import load_model
 
     head = tiny_value_head(load_model("tiny-target"), tmp_path / "h.safetensors")
     out = tmp_path / "run"
     proc = seed_tot("gsm8k", "--tiny", "--limit", "1", "--value-mode", "learned", "--value-model", str(head),
-                    "--vote-weight", "value", "--thought-mode", "line", "--max-new-tokens", "6", *options,
+                    "--vote-weight", "value", "--thought-mode", "line", "--max-new-tokens", "6",
+                    "--cot-max-new-tokens", "1536", *options,
                     "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = json.loads((out / "results.jsonl").read_text().splitlines()[0])
@@ -161,7 +165,7 @@ def learned_line_run(tmp_path: Path, *options: str) -> dict:
 
 @pytest.mark.slow
 def test_cli_run_with_a_learned_judge_records_the_head_and_the_values(tmp_path):
-    trace = learned_line_run(tmp_path, "--cot-samples", "2", "--depth", "3")
+    trace = learned_line_run(tmp_path, "--cot-samples", "4", "--depth", "3")
     assert trace["config"]["search"]["vote_weight"] == "value"
     assert trace["config"]["search"]["thought_mode"] == "line"
     other = tmp_path / "other.safetensors"
