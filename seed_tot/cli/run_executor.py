@@ -4,9 +4,10 @@ memory budget that bounds an in-process run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, NamedTuple
 
-from seed_tot.cli.run_config import RunConfig
+from seed_tot.cli.run_config import RunConfig, probe_width
 
 
 class LoadedExecutor(NamedTuple):
@@ -57,7 +58,25 @@ def open_engine(config: RunConfig, longest_request: int | None = None):
     settings = EngineSettings(target=config.target_name, draft=draft, url=config.server_url, api=config.server_api,
                               parallel=config.server_parallel, threads=config.threads, timeout=config.server_timeout,
                               ctx_per_slot=context)
+    if config.method_info.engine and not config.method_info.connects and config.server_parallel is None:
+        settings = replace(settings, parallel=llama_cpp_slots(config, context))
     return config.method_info.builder()(settings)
+
+
+def llama_cpp_slots(config: RunConfig, ctx_per_slot: int) -> int | None:
+    """The slots of a llama.cpp server started for the run: one per row it decodes at once, as many
+    as --max-memory holds; None (the engine's default) where the target's KV size is not known."""
+    from pathlib import Path
+
+    from seed_tot.engines.setup import gguf_path
+    from seed_tot.scheduling.memory import engine_slots, kv_bytes_beside
+
+    target_file = gguf_path(config.target_name)
+    per_token = kv_bytes_beside(target_file)
+    if per_token is None:
+        return None
+    free = memory_budget(config) - Path(target_file).stat().st_size
+    return engine_slots(probe_width(config), ctx_per_slot, per_token, free)
 
 
 def longest_chain_request(task, problems: list, search_cls, search_config, target_name: str) -> int | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from seed_tot.errors import ConfigError, ModelNotFoundError
 
-DEFAULT_SLOTS = 4
+DEFAULT_SLOTS = 4  # llama-cpp's slots where the run names none and the model's KV size is not known
 # llama.cpp allocates (and clears) the KV cache of every slot at start: slots x context tokens, about
 # 28 KiB a token for the default 1.5B target, so 20 slots of 4,096 tokens hold 2.2 GiB.
 DEFAULT_CTX_PER_SLOT = 4096

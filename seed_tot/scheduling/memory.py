@@ -96,6 +96,21 @@ def kv_bytes_per_token(config: dict, dtype_bytes: int) -> int:
     return 2 * config["num_hidden_layers"] * kv_heads * head_dim * dtype_bytes
 
 
+def engine_slots(width: int, ctx_per_slot: int, kv_bytes_per_token: int, free_bytes: int) -> int:
+    """An engine's slots for a run of `width` rows at once: one a row, so no chain waits for another
+    to end (the calibration timed the engine that way), as many as the KV share of `free_bytes` (the
+    budget less the engine's weights) holds, since an engine allocates every slot's KV at start."""
+    held = int((free_bytes - RUNTIME_RESERVE) * KV_SHARE) // (ctx_per_slot * kv_bytes_per_token)
+    return max(1, min(width, held))
+
+
+def kv_bytes_beside(gguf_file: str, dtype_bytes: int = 2) -> int | None:
+    """KV bytes per token (float16, llama.cpp's default) of a GGUF file with its transformers
+    config.json beside it, as `seed-tot models pull` keeps them; None without one."""
+    config = saved_config(Path(gguf_file).parent)
+    return kv_bytes_per_token(config, dtype_bytes) if config else None
+
+
 def model_weight_bytes(model) -> int:
     """What a loaded model's parameters and buffers take in memory, and the weights some modules keep
     in an opaque packed form (int8 layers: `opaque_weight_bytes`)."""
