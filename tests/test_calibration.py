@@ -17,6 +17,7 @@ from seed_tot.errors import ModelNotFoundError
 def no_roofline(monkeypatch):
     """The pulled models' sizes (where a developer has them) leave the fake timings' choices alone."""
     monkeypatch.setattr(choice, "speed_bound", lambda *args: None)
+    monkeypatch.setattr(choice, "compute_bound", lambda *args: None)
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +52,8 @@ def test_the_fastest_measured_path_is_chosen_and_cached():
     timer = fake_timer({"batched-lookup float32": 9.0, "batched-lookup bfloat16": 4.0, "llama-cpp": 20.0})
     record = choice.calibrate("default-target", 5, timer=timer)
     assert record.width == 8 and record.chosen["method"] == "llama-cpp" and record.chosen["dtype"] is None
-    assert [c[1] for c in timer.calls][0] == "batched-lookup bfloat16" and timer.calls[-1][1] == "batched-lookup float32"
+    assert [c[1] for c in timer.calls][:2] == ["llama-cpp", "batched-lookup bfloat16"]
+    assert timer.calls[-1][1] == "batched-lookup float32"
     assert choice.cached_calibration("default-target", 8) == record
     assert choice.cached_calibration("default-target", 16) is None  # another width is measured apart
     assert "llama-cpp (20.0 tokens/s at 8 rows" in record.line() and "batched-lookup float32 9.0" in record.line()
@@ -69,6 +71,31 @@ def test_a_path_whose_roofline_is_below_a_measured_speed_is_not_timed():
     timer = fake_timer({"batched-lookup bfloat16": 40.0, "batched-lookup float32": 9.0})
     choice.calibrate("default-target", 8, timer=timer, bound=lambda t, path, w, bw: bounds.get(path.label))
     assert timer.calls[-1][1] == "batched-lookup float32"
+
+
+def test_a_path_whose_products_are_too_slow_here_is_not_timed():
+    """On a CPU that emulates 16-bit products (AVX2 only), bfloat16's arithmetic alone caps it below
+    llama.cpp's measured speed, whatever its bandwidth would allow: it is not loaded."""
+    timer = fake_timer({"llama-cpp": 15.6, "batched-lookup bfloat16": 5.8, "batched-lookup float32": 13.5})
+    compute = {"batched-lookup bfloat16": 6.4, "batched-lookup float32": 21.0}
+    record = choice.calibrate("default-target", 8, timer=timer, bound=lambda t, path, w, bw: 40.0 if path.dtype else None,
+                              compute=lambda t, path, w: compute.get(path.label))
+    assert [c[1] for c in timer.calls] == ["llama-cpp", "batched-lookup float32"]
+    [skipped] = [t for t in record.timings if "skipped" in t]
+    assert skipped["label"] == "batched-lookup bfloat16"
+    assert "its products here allow at most 6.4 tokens/s at 8 rows, well below llama-cpp's measured 15.6" in skipped["skipped"]
+
+
+def test_the_compute_bound_is_the_timed_product_rate_over_two_operations_a_weight(monkeypatch):
+    from seed_tot.calibration import roofline
+
+    rate = roofline.product_rate("float32", 4)
+    assert rate > 1e8  # a real product: any CPU this runs on does more than 0.1 GFLOP/s
+    monkeypatch.setattr(roofline, "target_weights", lambda target: 10**9)
+    monkeypatch.setattr(roofline, "product_rate", lambda dtype, rows: 60e9)
+    assert roofline.compute_bound("default-target", RunPath("batched-lookup", "float32"), 8) == pytest.approx(30.0)
+    assert roofline.compute_bound("default-target", RunPath("llama-cpp"), 8) is None  # its own kernels
+    assert roofline.compute_bound("default-target", RunPath("batched-lookup", "float32", int8=True), 8) is None
 
 
 def test_a_low_bandwidth_reading_never_bounds_a_path_below_a_speed_already_measured(monkeypatch):

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from seed_tot.calibration.machine import identity_key, machine_identity, read_bandwidth_gb_s
 from seed_tot.calibration.probe import NEW_TOKENS, ROUNDS, RunPath, Timing, time_path
-from seed_tot.calibration.roofline import speed_bound
+from seed_tot.calibration.roofline import compute_bound, speed_bound
 from seed_tot.errors import SeedTotError
 from seed_tot.scheduling.methods import runs_on_llama_cpp
 from seed_tot.records import OtherWork, load_average, write_json_atomically
@@ -117,17 +117,17 @@ def cached_calibration(target: str, width: int, int8_allowed: bool = False) -> C
 def candidate_paths(target: str, allow_int8: bool) -> list[RunPath]:
     """Every path that can run `target` on this CPU: in process in bfloat16 and float32 (float16 only
     where the CPU computes it natively: elsewhere it is emulated and can overflow), with int8 layers
-    where allowed and exact here, and llama.cpp for a GGUF target where it is installed. The paths
-    that read fewer bytes a step come first, so float32 (the slowest to load) can be left out by its
-    roofline once a faster path is measured."""
+    where allowed and exact here, and llama.cpp for a GGUF target where it is installed. llama.cpp
+    (no bound: its kernels are its own, and it loads fastest) comes first, then the paths that read
+    fewer bytes a step, so a 16-bit path whose products are emulated here, and float32 (the slowest
+    to load), can be left out by their rooflines once a faster path is measured."""
     from seed_tot.models.loading import cpu_supports_fp16
     from seed_tot.runtime.int8_linear import int8_works
 
-    paths = [RunPath(IN_PROCESS_METHOD, dtype) for dtype in ("bfloat16", *(["float16"] if cpu_supports_fp16() else []))]
+    paths = [RunPath(ENGINE_METHOD)] if runs_on_llama_cpp(target) else []
+    paths += [RunPath(IN_PROCESS_METHOD, dtype) for dtype in ("bfloat16", *(["float16"] if cpu_supports_fp16() else []))]
     if allow_int8 and int8_works():
         paths += [RunPath(IN_PROCESS_METHOD, dtype, int8=True) for dtype in ("bfloat16", "float32")]
-    if runs_on_llama_cpp(target):
-        paths.append(RunPath(ENGINE_METHOD))
     return paths + [RunPath(IN_PROCESS_METHOD, "float32")]
 
 
@@ -151,21 +151,45 @@ def implied_bandwidth(bound: Callable, target: str, timing: Timing, width: int) 
     return timing.tokens_per_second / per_gb_s if per_gb_s else 0.0
 
 
+def path_bounds(target: str, path: RunPath, width: int, timings: list[Timing], bandwidth: float, bound: Callable,
+                compute: Callable) -> tuple[float | None, float, float | None, int]:
+    """(bandwidth bound, the bandwidth it assumes, compute bound, width) of a path not yet timed;
+    the bandwidth is the reading or, where higher, what a measured path must have read at."""
+    reads_at = max([bandwidth, *(implied_bandwidth(bound, target, t, width) for t in timings)])
+    return bound(target, path, width, reads_at), reads_at, compute(target, path, width), width
+
+
+def roofline_below(best: Timing, by_bandwidth: float | None, reads_at: float, by_compute: float | None,
+                   width: int) -> str | None:
+    """Why a path cannot beat `best` (its lower bound is well below best's measured speed), else None."""
+    reasons = []
+    if by_bandwidth is not None:
+        reasons.append((by_bandwidth, f"its weights read at {reads_at:.1f} GB/s allow at most {by_bandwidth:.1f} tokens/s"))
+    if by_compute is not None:
+        reasons.append((by_compute, f"its products here allow at most {by_compute:.1f} tokens/s"))
+    if not reasons:
+        return None
+    ceiling, why = min(reasons)
+    if ceiling * ROOFLINE_MARGIN >= best.tokens_per_second:
+        return None
+    return f"{why} at {width} rows, well below {best.path.label}'s measured {best.tokens_per_second:.1f}"
+
+
 def calibrate(target: str, width: int, allow_int8: bool = False, echo: Callable[[str], None] = lambda _: None,
               timer: Callable[[str, RunPath, int], Timing] | None = None,
-              bound: Callable[[str, RunPath, int, float], float | None] | None = None) -> Calibration:
+              bound: Callable[[str, RunPath, int, float], float | None] | None = None,
+              compute: Callable[[str, RunPath, int], float | None] | None = None) -> Calibration:
     """Time every candidate path at `width` rows (with `timer`, default time_path), except one whose
-    roofline `bound` is below a speed already measured, choose the fastest, and cache the record."""
-    timer, bound = timer or time_path, bound or speed_bound
+    roofline (the lower of its bandwidth `bound` and its `compute` bound) is below a speed already
+    measured, choose the fastest, and cache the record."""
+    timer, bound, compute = timer or time_path, bound or speed_bound, compute or compute_bound
     width = width_bucket(width)
     load, other_work, bandwidth = load_average(), OtherWork(), read_bandwidth_gb_s()
     timings, rows, errors = [], [], []
     for path in candidate_paths(target, allow_int8):
-        reads_at = max([bandwidth, *(implied_bandwidth(bound, target, t, width) for t in timings)])
-        ceiling, best = bound(target, path, width, reads_at), fastest(timings) if timings else None
-        if best and ceiling is not None and ceiling * ROOFLINE_MARGIN < best.tokens_per_second:
-            reason = (f"its weights read at {reads_at:.1f} GB/s allow at most {ceiling:.1f} tokens/s at {width} rows, "
-                      f"well below {best.path.label}'s measured {best.tokens_per_second:.1f}")
+        best = fastest(timings) if timings else None
+        reason = best and roofline_below(best, *path_bounds(target, path, width, timings, bandwidth, bound, compute))
+        if reason:
             rows.append(timing_row(None, path) | {"skipped": reason})
             echo(f"not timing {path.label}: {reason}")
             continue

@@ -62,6 +62,12 @@ def packing_works(dtype: torch.dtype) -> bool:
     return bool(torch.allclose(got.float(), F.linear(x, weight, bias).float(), rtol=1e-2, atol=1e-2))
 
 
+def packed_product_of(weight: torch.Tensor, x: torch.Tensor):
+    """A call of the packed product of `x` by `weight` (packed once here), for timing."""
+    packed = _pack(weight)
+    return lambda: _packed_product(x, packed, None)
+
+
 def _best_ms(product, repeats: int = 5) -> float:
     import time
 
