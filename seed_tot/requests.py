@@ -111,6 +111,12 @@ class GenerationResult:
     candidate_logprobs: list[float] | None = None  # for a request with score_tokens, in their order
 
 
+def cancelled_result(request: GenerationRequest, ticket: int) -> GenerationResult:
+    """The result of a request cancelled before it ended: no tokens."""
+    return GenerationResult(request_id=request.request_id or str(ticket), token_ids=[], text="",
+                            finish_reason="cancelled")
+
+
 def scoring_refusal(executor_name: str) -> str:
     """The one sentence an executor that cannot serve `score_tokens` raises."""
     return (

@@ -17,7 +17,7 @@ from typing import Callable
 from seed_tot.decoding.token_sink import TokenSink, stop_rule
 from seed_tot.engines import llama_api, openai_api
 from seed_tot.engines.connect import ServerInfo
-from seed_tot.engines.http import Refused, Unreachable, call_json
+from seed_tot.engines.http import Abort, Aborted, Refused, Unreachable, call_json
 from seed_tot.errors import ConfigError, EngineError
 from seed_tot.requests import GenerationRequest, GenerationResult
 
@@ -70,9 +70,11 @@ class ServerExecutor:
 
     # ------------------------------------------------------------------ one request
 
-    def generate(self, request: GenerationRequest) -> GenerationResult:
+    def generate(self, request: GenerationRequest, abort: Abort | None = None) -> GenerationResult:
+        """One request's result; `abort` closes its connection (the server then stops it) and this
+        raises Aborted, never retried."""
         started = time.perf_counter()
-        reply = self._post_with_retries(request)
+        reply = self._post_with_retries(request, abort)
         result = self._result(request, reply)
         result.stats.wall_seconds = time.perf_counter() - started
         return result
@@ -82,18 +84,20 @@ class ServerExecutor:
             return llama_api.PATH, llama_api.completion_body(request)
         return openai_api.PATH, openai_api.completion_body(request, self.info.model)
 
-    def _post_with_retries(self, request: GenerationRequest) -> dict:
+    def _post_with_retries(self, request: GenerationRequest, abort: Abort | None = None) -> dict:
         path, body = self._body(request)
         delay = self.backoff
         for attempt in range(self.retries + 1):
             try:
-                return call_json(self.info.url, path, body, self.timeout)
+                return call_json(self.info.url, path, body, self.timeout, abort)
             except Refused as exc:
                 raise EngineError(
                     f"The server at {self.info.url} refused a request ({exc}): check that it serves the model "
                     "given as --target and that the prompt fits its context size."
                 ) from None
             except Unreachable as exc:
+                if abort is not None and abort.requested:
+                    raise Aborted(str(exc)) from None
                 if self._closed or attempt == self.retries:
                     raise EngineError(
                         f"The server at {self.info.url} stopped answering ({exc}; {attempt + 1} tries): the problems "
@@ -144,24 +148,30 @@ class ServerSession:
     def __init__(self, executor: ServerExecutor):
         self.executor = executor
         self.pending: dict[Future, int] = {}
+        self.aborts: dict[int, Abort] = {}
         self.next_ticket = 0
 
     def add(self, requests: list[GenerationRequest]) -> list[int]:
         tickets = []
         for request in requests:
-            future = self.executor._pool.submit(self.executor.generate, request)
+            abort = Abort()
+            future = self.executor._pool.submit(self.executor.generate, request, abort)
             self.pending[future] = self.next_ticket
+            self.aborts[self.next_ticket] = abort
             tickets.append(self.next_ticket)
             self.next_ticket += 1
         return tickets
 
     def cancel(self, tickets: list[int]) -> None:
         """Drop these requests: those not yet sent are never sent; a request the server is already
-        answering runs to its end there, and its reply is discarded."""
+        answering has its connection closed, so the server stops decoding it and frees its slot."""
         dropped = set(tickets)
         for future in [f for f, ticket in self.pending.items() if ticket in dropped]:
-            future.cancel()
+            if not future.cancel():
+                self.aborts[self.pending[future]]()
             del self.pending[future]
+        for ticket in dropped:
+            self.aborts.pop(ticket, None)
 
     @property
     def width(self) -> int:
@@ -175,4 +185,7 @@ class ServerSession:
         if not self.pending:
             return []
         done, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
-        return [(self.pending.pop(future), future.result()) for future in done]
+        ended = [(self.pending.pop(future), future) for future in done]
+        for ticket, _ in ended:
+            self.aborts.pop(ticket, None)
+        return [(ticket, future.result()) for ticket, future in ended]

@@ -135,6 +135,8 @@ def rejection(task: Task, problem: Problem, node: ThoughtNode) -> str | None:
         return node.info["rejected"]
     if node.info.get("finish_reason") == "length":
         return "truncated: the thought hit the token budget"
+    if node.info.get("finish_reason") == "cancelled":
+        return "cancelled: the vote was decided without it"
     return task.check_step(problem, node.state)
 
 

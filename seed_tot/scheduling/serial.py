@@ -14,7 +14,7 @@ from seed_tot.errors import ConfigError
 from seed_tot.requests import GenerationRequest, GenerationResult, scoring_refusal
 from seed_tot.runtime import ModelRunner
 from seed_tot.scheduling.scoring import is_scoring, scored_result
-from seed_tot.scheduling.session import cancelled_result
+from seed_tot.requests import cancelled_result
 
 DecodeFn = Callable[[list[int], DecodeConfig, int], DecodeOutput]
 

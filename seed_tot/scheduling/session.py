@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Generic, TypeVar
 
 from seed_tot.errors import ConfigError
-from seed_tot.requests import Cancel, GenerationRequest, GenerationResult, scoring_refusal
+from seed_tot.requests import Cancel, GenerationRequest, GenerationResult, cancelled_result, scoring_refusal
 
 Row = TypeVar("Row")
 
@@ -163,11 +163,6 @@ class DecodeSession(ABC, Generic[Row]):
     @abstractmethod
     def _step(self) -> list[tuple[int, GenerationResult]]:
         """One decode step of every active row; drop and return the rows that ended."""
-
-
-def cancelled_result(request: GenerationRequest, ticket: int) -> GenerationResult:
-    return GenerationResult(request_id=request.request_id or str(ticket), token_ids=[], text="",
-                            finish_reason="cancelled")
 
 
 def held_tokens(request: GenerationRequest) -> int:

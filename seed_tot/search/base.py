@@ -140,7 +140,7 @@ class Search(ABC):
             depth_limit=depth_limit,
             known_states=cfg.known_states,
         )
-        chains = VotedChains(self.task, self.formatter, cfg, self.judge)
+        chains = VotedChains(self.task, self.formatter, cfg, self.judge, chains_only=self.whole_chains_only)
         selection = yield from chains.decide(problem, tree, run.log, self._search(run))
         score = float(self.task.score(problem, selection.answer)) if problem.gold is not None else None
         evaluated = [node for node in tree.nodes() if node.value_parsed is not None]

@@ -22,6 +22,7 @@ from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import GenerationRequest
 from seed_tot.search.answers import Selection, select_answer
 from seed_tot.search.branching import plan_branches
+from seed_tot.search.early_vote import plain_vote_decided
 from seed_tot.search.escalation import unsure
 from seed_tot.search.settings import SearchConfig
 from seed_tot.search.steps import Batch, Steps, gather
@@ -32,12 +33,15 @@ from seed_tot.tree import ReasoningTree, ThoughtNode
 class VotedChains:
     """The chains of thought beside a search, and the vote that picks the answer."""
 
-    def __init__(self, task: Task, formatter: PromptFormatter, config: SearchConfig, judge=None):
-        """`judge`: a learned judge that rates the chains (value mode "learned"), else None."""
+    def __init__(self, task: Task, formatter: PromptFormatter, config: SearchConfig, judge=None,
+                 chains_only: bool = False):
+        """`judge`: a learned judge that rates the chains (value mode "learned"), else None;
+        `chains_only`: the search adds no answers of its own, so the chains alone make the vote."""
         self.task = task
         self.formatter = formatter
         self.config = config
         self.judge = judge
+        self.chains_only = chains_only
 
     def decide(self, problem: Problem, tree: ReasoningTree, log: BatchLog, search: Steps[int]) -> Steps[Selection]:
         """Run `search` (the search's own steps, which return the node it chose) beside the first
@@ -45,13 +49,15 @@ class VotedChains:
         task, cfg = self.task, self.config
         cot_prompt = task.cot_prompt
         first_round = chain_indices(cfg)
+        second_round = escalation_indices(cfg, first_round)
         if cfg.cot_candidate and cot_prompt is not None:
-            chosen_id, cot_results = yield from gather([search, self._cot(problem, log, cot_prompt(problem), first_round)])
+            decided = self._decided_rule(problem, escalates=bool(second_round))
+            chosen_id, cot_results = yield from gather(
+                [search, self._cot(problem, log, cot_prompt(problem), first_round, decided)])
             self._add_chains(tree, problem, cot_results, first_round)
         else:
             chosen_id = yield from search
         selection = select_answer(task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
-        second_round = escalation_indices(cfg, first_round)
         if second_round and cot_prompt is not None and task.votable and unsure(selection, cfg.escalate_below):
             sources, prefixes = (plan_branches(task, problem, tree, selection.votes, len(second_round))
                                  if cfg.escalate_from == "chains" else ([], []))
@@ -63,10 +69,26 @@ class VotedChains:
             selection = select_answer(task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
         return selection
 
-    def _cot(self, problem: Problem, log: BatchLog, prompt: str, indices: range) -> Steps[list]:
-        """The chains of thought `indices` (0 greedy, then samples) of the whole problem, as one batch."""
+    def _decided_rule(self, problem: Problem, escalates: bool):
+        """The first round's early stop (see seed_tot/search/early_vote.py), where it applies: the
+        chains alone vote, plainly; else None (every chain runs)."""
+        cfg, task = self.config, self.task
+        if not (cfg.stop_when_decided and self.chains_only and cfg.vote and task.votable
+                and cfg.vote_weight in ("leaf", "path")):
+            return None
+        threshold = cfg.escalate_below if escalates else None
+
+        def decided(results: list) -> bool:
+            ended = [chain_vote(task, problem, result) for result in results if result is not None]
+            return plain_vote_decided(ended, sum(result is None for result in results), threshold)
+
+        return decided
+
+    def _cot(self, problem: Problem, log: BatchLog, prompt: str, indices: range, decided=None) -> Steps[list]:
+        """The chains of thought `indices` (0 greedy, then samples) of the whole problem, as one batch
+        (`decided`: the rule that may cancel the chains still running, see Batch.decided)."""
         requests = cot_requests(self.formatter.encode(prompt), self.config, problem.id, indices)
-        outcome = yield Batch("cot", 0, requests)
+        outcome = yield Batch("cot", 0, requests, decided=decided)
         log.add("cot", 0, outcome.results, outcome)
         return outcome.results
 
@@ -179,6 +201,17 @@ def add_chain(tree: ReasoningTree, task: Task, problem: Problem, text: str, resu
     if reason is not None:
         node.info["rejected"] = reason
     return node
+
+
+def chain_vote(task: Task, problem: Problem, result) -> str | None:
+    """The answer an ended chain votes for, as add_chain and the vote would count it: none where it
+    was cut off or cancelled, or the task shows its written steps wrong."""
+    if result.finish_reason in ("length", "cancelled"):
+        return None
+    state = task.cot_state(result.text.strip())
+    if task.check_step(problem, state) is not None:
+        return None
+    return task.extract_answer(problem, state)
 
 
 def rate_chains(judge, task: Task, problem: Problem, chains: list[ThoughtNode]) -> None:

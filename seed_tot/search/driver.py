@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from seed_tot.metrics import event_records
-from seed_tot.requests import ContinuousBatching, Executor, GenerationResult, Session, SessionEvents
+from seed_tot.requests import ContinuousBatching, Executor, GenerationResult, Session, SessionEvents, cancelled_result
 from seed_tot.search.base import SearchResult
-from seed_tot.search.steps import BatchOutcome, StepRunner, Steps, Task, run_round
+from seed_tot.search.steps import Batch, BatchOutcome, StepRunner, Steps, Task, run_round
 from seed_tot.task import Problem
 
 
@@ -64,6 +64,7 @@ def solve_many(
 @dataclass(eq=False)
 class _InFlight:
     task: Task
+    batch: Batch
     tickets: list[int]
     sent: float = field(default_factory=time.perf_counter)
     widest: int = 0  # most rows decoding at once while this batch was in flight
@@ -81,14 +82,18 @@ class _SessionFeeder:
 
     def step(self, runner: StepRunner) -> None:
         for task in runner.take_waiting():
-            flight = _InFlight(task, self.session.add(task.batch.requests))
+            flight = _InFlight(task, task.batch, self.session.add(task.batch.requests))
             self.flights.append(flight)
             self.by_ticket.update((ticket, flight) for ticket in flight.tickets)
         for flight in self.flights:
             flight.widest = max(flight.widest, self.session.width)
         for ticket, result in self.session.step():
-            flight = self.by_ticket.pop(ticket)
+            flight = self.by_ticket.pop(ticket, None)
+            if flight is None:  # a request cancelled while its result was on the way
+                continue
             flight.results[ticket] = result
+            if len(flight.results) < len(flight.tickets):
+                self._cancel_if_decided(flight)
             if len(flight.results) == len(flight.tickets):
                 self.flights.remove(flight)
                 events = self.session.take_events(flight.tickets) if isinstance(self.session, SessionEvents) else None
@@ -99,3 +104,15 @@ class _SessionFeeder:
                     merged_size=flight.widest,
                 )
                 runner.deliver(flight.task, outcome)
+
+    def _cancel_if_decided(self, flight: _InFlight) -> None:
+        """Cancel the requests of `flight` still running once its batch says they cannot change it."""
+        if flight.batch.decided is None:
+            return
+        if not flight.batch.decided([flight.results.get(ticket) for ticket in flight.tickets]):
+            return
+        rest = [ticket for ticket in flight.tickets if ticket not in flight.results]
+        self.session.cancel(rest)
+        for ticket in rest:
+            self.by_ticket.pop(ticket, None)
+            flight.results[ticket] = cancelled_result(flight.batch.requests[flight.tickets.index(ticket)], ticket)

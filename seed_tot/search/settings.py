@@ -55,6 +55,10 @@ class SearchConfig(BaseModel):
         "root", description="root: the second round's chains start afresh; chains: each continues the first half "
         "of the best-valued chain of the vote's leading answer or its runner-up (a tree that decodes only the rest)"
     )
+    stop_when_decided: bool = Field(
+        True, description="a search made of chains alone, voting plainly, cancels the chains still running once "
+        "they can no longer change the vote's answer (nor whether a second round is drawn): same answer, fewer tokens"
+    )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
     thought_mode: Literal["sample", "line", "choose", "random"] = Field(
         "sample", description="sample: n sampled thoughts per state; line: for tasks with a cot_prompt, a state is "

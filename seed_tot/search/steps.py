@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Generator, TypeVar
+from typing import Any, Callable, Generator, TypeVar
 
 from seed_tot.metrics import event_records
 from seed_tot.requests import Executor, GenerationRequest, GenerationResult, RecordsEvents
@@ -27,6 +27,10 @@ class Batch:
     role: str  # "thought", "value", "cot" or "merged"
     node_id: int
     requests: list[GenerationRequest]
+    # Given the results so far (None for a request still running), whether the rest can no longer
+    # change what the batch is for: a continuous-batching driver then cancels them, and their
+    # results come back with finish_reason "cancelled". Other drivers run every request.
+    decided: Callable[[list[GenerationResult | None]], bool] | None = None
 
 
 @dataclass
