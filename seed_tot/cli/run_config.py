@@ -100,6 +100,7 @@ class RunConfig(BaseModel):
     escalate_below: float = _SEARCH.escalate_below
     escalate_from: str = _SEARCH.escalate_from
     vote: bool = _SEARCH.vote
+    stop_when_decided: bool = _SEARCH.stop_when_decided
     vote_weight: str | None = None  # None: "value" where the task's vote is judged by default, else "leaf"
     seed: int = _SEARCH.seed
     # data, output, scheduling
@@ -383,6 +384,7 @@ def search_settings(config: RunConfig, task) -> dict:
         "escalate_from": config.escalate_from,
         "vote": config.vote,
         "vote_weight": config.vote_weight,
+        "stop_when_decided": config.stop_when_decided,
     }
     if config.search == "bfs":
         settings["breadth"] = config.breadth
