@@ -225,7 +225,7 @@ def test_a_cancelled_server_request_is_never_sent_and_its_reply_is_dropped():
     class OneConnection:
         _pool = ThreadPoolExecutor(max_workers=1)
 
-        def generate(self, request):
+        def generate(self, request, abort=None):
             sent.append(request.request_id)
             answering.wait(10)
             return request.request_id
