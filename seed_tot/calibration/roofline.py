@@ -6,7 +6,6 @@ longest part)."""
 
 from __future__ import annotations
 
-import time
 from functools import lru_cache
 from math import prod
 from pathlib import Path
@@ -15,8 +14,6 @@ from seed_tot.calibration.probe import RunPath
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 INT8_BYTES = 1
-PRODUCT_SHAPE = (5632, 2048)  # (out, in) of the timed product: a 1-2B model's MLP layer
-PRODUCT_REPEATS = 5
 
 
 @lru_cache(maxsize=8)  # the calibration bounds every path, and every measured one, from the same headers
@@ -69,28 +66,18 @@ def compute_bound(target: str, path: RunPath, width: int) -> float | None:
 @lru_cache(maxsize=None)
 def product_rate(dtype: str, rows: int) -> float:
     """Operations a second of this machine's faster product, plain or packed for oneDNN where that
-    works, of PRODUCT_SHAPE at `rows` rows in `dtype` (the best of PRODUCT_REPEATS)."""
+    works, of one model-sized layer (packed_linear.PROBE_SHAPE) at `rows` rows in `dtype`, the best of 5."""
     import torch
     import torch.nn.functional as F
 
-    from seed_tot.runtime.packed_linear import packed_product_of, packing_works
+    from seed_tot.runtime.packed_linear import PROBE_SHAPE, best_seconds, packed_product_of, packing_works
 
     torch_dtype = getattr(torch, dtype)
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(*PRODUCT_SHAPE, generator=generator).to(torch_dtype)
-    x = torch.randn(rows, PRODUCT_SHAPE[1], generator=generator).to(torch_dtype)
+    weight = torch.randn(*PROBE_SHAPE, generator=generator).to(torch_dtype)
+    x = torch.randn(rows, PROBE_SHAPE[1], generator=generator).to(torch_dtype)
     products = [lambda: F.linear(x, weight)]
     if packing_works(torch_dtype):
         products.append(packed_product_of(weight, x))
     seconds = min(best_seconds(product) for product in products)
-    return 2 * rows * PRODUCT_SHAPE[0] * PRODUCT_SHAPE[1] / seconds
-
-
-def best_seconds(product) -> float:
-    product()  # the first call pays the kernel's set-up
-    best = float("inf")
-    for _ in range(PRODUCT_REPEATS):
-        started = time.perf_counter()
-        product()
-        best = min(best, time.perf_counter() - started)
-    return best
+    return 2 * rows * PROBE_SHAPE[0] * PROBE_SHAPE[1] / seconds

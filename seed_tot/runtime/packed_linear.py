@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 PACKABLE_DTYPES = (torch.bfloat16, torch.float32)
 MIN_FLOAT32_WEIGHTS = 1 << 20  # smaller float32 layers stay plain: their product is cheap either way
-_PROBE_SHAPE = (5632, 2048)  # (out, in) of the float32 speed probe: a 1-2B model's MLP layer
+PROBE_SHAPE = (5632, 2048)  # (out, in) of the timed products: a 1-2B model's MLP layer
 _PROBE_ROWS = (4, 16)  # decode widths: one problem's chains, many problems at once
 _CLEAR_WIN = 0.8  # packed float32 must take at most this share of the plain product's time
 _BATCH_HINT = 32  # the row count oneDNN lays the packed weight out for (a wide decode step)
@@ -68,7 +68,8 @@ def packed_product_of(weight: torch.Tensor, x: torch.Tensor):
     return lambda: _packed_product(x, packed, None)
 
 
-def _best_ms(product, repeats: int = 5) -> float:
+def best_seconds(product, repeats: int = 5) -> float:
+    """The fastest of `repeats` timed calls of `product`, after one untimed call that pays its set-up."""
     import time
 
     product()
@@ -77,7 +78,11 @@ def _best_ms(product, repeats: int = 5) -> float:
         started = time.perf_counter()
         product()
         best = min(best, time.perf_counter() - started)
-    return best * 1000
+    return best
+
+
+def _best_ms(product) -> float:
+    return best_seconds(product) * 1000
 
 
 @lru_cache(maxsize=None)
@@ -87,11 +92,11 @@ def float32_packing_pays() -> bool:
     if not packing_works(torch.float32):
         return False
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(*_PROBE_SHAPE, generator=generator)
+    weight = torch.randn(*PROBE_SHAPE, generator=generator)
     packed = _pack(weight)
     plain_ms = packed_ms = 0.0
     for rows in _PROBE_ROWS:
-        x = torch.randn(rows, _PROBE_SHAPE[1], generator=generator)
+        x = torch.randn(rows, PROBE_SHAPE[1], generator=generator)
         plain_ms += _best_ms(lambda: F.linear(x, weight))
         packed_ms += _best_ms(lambda: _packed_product(x, packed, None))
     return packed_ms <= _CLEAR_WIN * plain_ms
