@@ -1,7 +1,7 @@
 """The API driver's fair share of the batch: how many waiting requests of each batch join the
 session, so that one large request cannot widen every decode step for the others."""
 
-from seed_tot.cli.api_server.driver import joining
+from seed_tot.cli.api_server.lanes import joining
 
 
 def test_alone_a_request_joins_up_to_the_larger_bound():

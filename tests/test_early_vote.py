@@ -144,3 +144,25 @@ def test_the_early_stop_never_changes_the_answer_nor_the_second_round(escalate):
         assert rounds(early) == rounds(whole)
         stopped += sessions.cancelled > 0
     assert stopped > 0  # the rule did stop some votes early
+
+
+def test_the_api_server_stops_a_decided_vote_as_the_cli_does():
+    """The API server's driver feeds its session through the same flights: the same vote stops there too."""
+    import threading
+
+    from seed_tot.cli.api_server.driver import Job, TreeDriver
+
+    answers = {0: "7", 1: "7", 2: "8", 3: "7", 4: "9"}
+    lengths = {0: 10, 1: 20, 2: 30, 3: 40, 4: 200}
+    whole, cli, cli_sessions = run_both(answers, lengths)
+    sessions = ScriptedSessions(chains_reply(answers, lengths))
+    driver = TreeDriver(lambda: sessions, concurrency=1, finish=lambda job, result: result)
+    done, values = threading.Event(), []
+    search = SelfConsistency(task(), sessions, FORMATTER, SearchConfig(cot_samples=4))
+    driver.submit([Job("p", search, PROBLEM, on_done=lambda value: (values.append(value), done.set()))])
+    assert done.wait(30)
+    driver.close()
+    [served] = values
+    assert served.answer == cli.answer == whole.answer == "7"
+    assert sessions.cancelled == cli_sessions.cancelled == 1
+    assert served.metrics.new_tokens == cli.metrics.new_tokens < whole.metrics.new_tokens

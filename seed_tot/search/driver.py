@@ -13,14 +13,12 @@ executors make a row's tokens independent of the other rows (tests/test_driver.p
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from seed_tot.metrics import event_records
-from seed_tot.requests import ContinuousBatching, Executor, GenerationResult, Session, SessionEvents, cancelled_result
+from seed_tot.requests import ContinuousBatching, Executor
 from seed_tot.search.base import SearchResult
-from seed_tot.search.steps import Batch, BatchOutcome, StepRunner, Steps, Task, run_round
+from seed_tot.search.flights import SessionFeeder
+from seed_tot.search.steps import StepRunner, Steps, Task, run_round
 from seed_tot.task import Problem
 
 
@@ -37,7 +35,7 @@ def solve_many(
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1 (got {concurrency})")
     runner = StepRunner()
-    feeder = _SessionFeeder(executor.session()) if continuous and isinstance(executor, ContinuousBatching) else None
+    feeder = SessionFeeder(executor.session()) if continuous and isinstance(executor, ContinuousBatching) else None
     queue = iter(problems)
     running: list[Task] = []
     exhausted = False
@@ -56,63 +54,15 @@ def solve_many(
                 return
             continue
         if feeder is not None:
-            feeder.step(runner)
+            feed_step(feeder, runner)
         else:
             run_round(runner, executor)
 
 
-@dataclass(eq=False)
-class _InFlight:
-    task: Task
-    batch: Batch
-    tickets: list[int]
-    sent: float = field(default_factory=time.perf_counter)
-    widest: int = 0  # most rows decoding at once while this batch was in flight
-    results: dict[int, GenerationResult] = field(default_factory=dict)
-
-
-class _SessionFeeder:
-    """Sends each waiting batch into one continuous-batching session and hands every task its
-    outcome as soon as all of its requests have ended."""
-
-    def __init__(self, session: Session):
-        self.session = session
-        self.flights: list[_InFlight] = []
-        self.by_ticket: dict[int, _InFlight] = {}
-
-    def step(self, runner: StepRunner) -> None:
-        for task in runner.take_waiting():
-            flight = _InFlight(task, task.batch, self.session.add(task.batch.requests))
-            self.flights.append(flight)
-            self.by_ticket.update((ticket, flight) for ticket in flight.tickets)
-        for flight in self.flights:
-            flight.widest = max(flight.widest, self.session.width)
-        for ticket, result in self.session.step():
-            flight = self.by_ticket.pop(ticket, None)
-            if flight is None:  # a request cancelled while its result was on the way
-                continue
-            flight.results[ticket] = result
-            if len(flight.results) < len(flight.tickets):
-                self._cancel_if_decided(flight)
-            if len(flight.results) == len(flight.tickets):
-                self.flights.remove(flight)
-                events = self.session.take_events(flight.tickets) if isinstance(self.session, SessionEvents) else None
-                outcome = BatchOutcome(
-                    results=[flight.results[t] for t in flight.tickets],
-                    wall_seconds=time.perf_counter() - flight.sent,
-                    events=event_records(events) if events is not None else None,
-                    merged_size=flight.widest,
-                )
-                runner.deliver(flight.task, outcome)
-
-    def _cancel_if_decided(self, flight: _InFlight) -> None:
-        """Cancel the requests of `flight` still running once its batch says they cannot change it."""
-        if flight.batch.decided is None:
-            return
-        if not flight.batch.decided([flight.results.get(ticket) for ticket in flight.tickets]):
-            return
-        rest = [ticket for ticket in flight.tickets if ticket not in flight.results]
-        self.session.cancel(rest)
-        for ticket in rest:
-            self.by_ticket.pop(ticket, None)
-            flight.results[ticket] = cancelled_result(flight.batch.requests[flight.tickets.index(ticket)], ticket)
+def feed_step(feeder: SessionFeeder, runner: StepRunner) -> None:
+    """Send every waiting batch into the session, step it once, and hand each search whose batch
+    is done its outcome."""
+    for task in runner.take_waiting():
+        feeder.send(feeder.add(task))
+    for flight in feeder.step():
+        runner.deliver(flight.task, flight.outcome())

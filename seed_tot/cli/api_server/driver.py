@@ -13,19 +13,9 @@ it sends carries the job's cancel flag, so its rows leave the batch at the sessi
 step (and an executor's `run` of a round ends them there too), before the driver thread even looks;
 its waiting batches are dropped. Other jobs go on, their rows untouched.
 
-Fair share: while several requests have rows to decode, the rows of one request (its n trees) in
-the session are capped at `rows_per_request` (alone, at ROWS_ALONE); the rest of its batches wait in
-the driver and join as its rows end, the requests taking turns. So the batch stays narrow enough for
-a small request's rows to step quickly while a large one runs, and no single join (a prefill) grows
-with the size of one request.
-
-Long rows decode apart (the batched executors, whose rows share one padded KV cache): a batch whose
-requests may each hold more than LONG_ROW_TOKENS KV tokens (prompt and max_new_tokens) goes to a
-second session, the long lane. Sharing the padded cache with such rows made every short row attend
-over their length, and every join or exit of a short row copy it. While both lanes have rows, the
-driver steps the lane that has had less than its share of the time (the long one LONG_SHARE of it),
-so a short request's latency stays within about 1 / (1 - LONG_SHARE) of its own while the long one
-still gets its share and finishes.
+Rows are shared out among requests (fair share) and long rows decode in a lane of their own:
+seed_tot/cli/api_server/lanes.py. Each session is fed through seed_tot/search/flights.py, as the
+CLI's driver feeds its own, so a plain vote whose winner is sure stops here too.
 """
 
 from __future__ import annotations
@@ -37,21 +27,25 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from seed_tot.cli.api_server.lanes import (
+    LONG_ROW_TOKENS,
+    ROWS_ALONE,
+    ROWS_PER_REQUEST,
+    Lane,
+    furthest_behind,
+    joining,
+    lane_for,
+    open_lanes,
+    share_kv,
+)
 from seed_tot.errors import SeedTotError
-from seed_tot.metrics import event_records
-from seed_tot.requests import Cancel, ContinuousBatching, Executor, GenerationRequest, GenerationResult, Session, SessionEvents
+from seed_tot.requests import Cancel, ContinuousBatching, Executor, GenerationRequest
 from seed_tot.search.base import Search, SearchResult
-from seed_tot.scheduling.session import held_tokens
+from seed_tot.search.flights import Flight
 from seed_tot.search.steps import Batch, BatchOutcome, StepRunner, Task, execute, split
 from seed_tot.task import Problem
 
 log = logging.getLogger(__name__)
-
-ROWS_PER_REQUEST = 16  # rows of one request in the shared batch at once while other requests have rows there
-ROWS_ALONE = 64  # ... and while it is the only one: a bound on the width of any one join (a prefill)
-LONG_ROW_TOKENS = 1024  # a batch whose requests may hold more KV tokens than this decodes in the long lane
-LONG_SHARE = 1 / 3  # of the driver's time, the long lane's while the short lane has rows too
-
 
 class DriverClosed(SeedTotError):
     """The server is shutting down and accepts no new request."""
@@ -79,45 +73,6 @@ class Job:
     completion_tokens: int = 0  # tokens generated for the tree
     batches: int = 0
     submitted: float = field(default_factory=time.perf_counter)
-
-
-@dataclass(eq=False)
-class _Lane:
-    """One continuous-batching session of the driver, its tickets' flights and its time."""
-
-    name: str  # "short" or "long"
-    session: Session
-    share: float  # of the driver's time while the other lane has rows too
-    spent: float = 0.0  # seconds stepped since both lanes last had rows
-    by_ticket: dict[int, "_InFlight"] = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class _InFlight:
-    """A batch of one job in a lane's session: its requests join `rows_per_request` at a time."""
-
-    task: Task
-    job: Job
-    role: str
-    requests: list[GenerationRequest]
-    lane: _Lane
-    tickets: list[int] = field(default_factory=list)  # of the requests added so far, in order
-    sent: float = field(default_factory=time.perf_counter)
-    widest: int = 0
-    results: dict[int, GenerationResult] = field(default_factory=dict)  # by ticket
-
-    @property
-    def in_session(self) -> int:
-        return len(self.tickets) - len(self.results)
-
-    @property
-    def done(self) -> bool:
-        return len(self.results) == len(self.requests)
-
-    @property
-    def waiting(self) -> int:
-        """Requests not yet added to the session."""
-        return len(self.requests) - len(self.tickets)
 
 
 class TreeDriver:
@@ -151,7 +106,7 @@ class TreeDriver:
         self.completed = 0
         self.rows_cancelled = 0  # requests of cancelled or failed trees taken out of the session unfinished
         self.cancelled = 0  # trees cancelled before they were finished
-        self._lanes: list[_Lane] = []  # the sessions (none: rounds); the long lane, if any, second
+        self._lanes: list[Lane] = []  # the sessions (none: rounds); the long lane, if any, second
         self._stopped = threading.Event()
         if not own_thread:
             self._open(open_executor)
@@ -179,7 +134,6 @@ class TreeDriver:
     def _open(self, open_executor: Callable[[], Executor]) -> None:
         self.executor = open_executor()
         self.continuous = self.continuous and isinstance(self.executor, ContinuousBatching)
-        self.two_lanes = self.continuous and _pads_rows(self.executor)
 
     # --- any thread ---------------------------------------------------------------------
     def submit(self, jobs: list[Job]) -> None:
@@ -257,23 +211,22 @@ class TreeDriver:
                     for job in failed:
                         self._fail(job, exc)
         finally:
-            self._flights, self._lanes = [], []  # the executor closes below, its sessions with it
+            self._lanes = []  # the executor closes below, its sessions with it
             for job in list(self.running) + self._queued_jobs():
                 self._fail(job, DriverClosed("The server shut down before this tree was finished."))
             self.executor.close()
 
     def _reset(self) -> None:
         self._runner = StepRunner()
-        self._lanes = []
-        if self.continuous:
-            self._lanes.append(_Lane("short", self.executor.session(), 1 - LONG_SHARE if self.two_lanes else 1.0))
-            if self.two_lanes:
-                self._lanes.append(_Lane("long", self.executor.session(), LONG_SHARE))
+        self._lanes = open_lanes(self.executor) if self.continuous else []
         self._kv_total = getattr(self._lanes[0].session, "max_kv_tokens", None) if self._lanes else None
-        self._flights, self._job_of = [], {}
+        self._job_of = {}
 
     def _idle(self) -> bool:
-        return not self.running and not self._flights and not any(lane.session.busy for lane in self._lanes)
+        return not self.running and not self._flights() and not any(lane.session.busy for lane in self._lanes)
+
+    def _flights(self) -> list[Flight]:
+        return [flight for lane in self._lanes for flight in lane.feeder.flights]
 
     def _admit(self) -> bool:
         """Start queued jobs while there is room; block while idle. False: closing and done."""
@@ -324,11 +277,6 @@ class TreeDriver:
         job.on_progress({"batches": job.batches, "role": role, "prompt_tokens": job.prompt_tokens,
                          "completion_tokens": job.completion_tokens})
 
-    def _lane_of(self, requests: list[GenerationRequest]) -> _Lane:
-        if len(self._lanes) > 1 and max(map(held_tokens, requests), default=0) > self.long_row_tokens:
-            return self._lanes[1]
-        return self._lanes[0]
-
     def _session_step(self) -> None:
         """One step of one lane: the one furthest below its share of the time while both have rows."""
         for task in self._runner.take_waiting():
@@ -337,67 +285,41 @@ class TreeDriver:
                 continue
             job.prompt_tokens += sum(len(r.prompt_ids) for r in task.batch.requests)
             requests = flagged(task.batch.requests, job)
-            self._flights.append(_InFlight(task, job, task.batch.role, requests, self._lane_of(requests)))
-        waiting = {id(flight.lane) for flight in self._flights if flight.waiting and not flight.job.cancelled}
-        ready = [lane for lane in self._lanes if lane.session.busy or id(lane) in waiting]
+            lane_for(self._lanes, requests, self.long_row_tokens).feeder.add(task, requests, owner=job)
+        ready = [lane for lane in self._lanes if lane.session.busy
+                 or any(flight.waiting and not flight.owner.cancelled for flight in lane.feeder.flights)]
         if not ready:
             return
-        lane = min(ready, key=lambda lane: lane.spent / lane.share)
+        lane = furthest_behind(ready)
         self._feed(lane)
         if not lane.session.busy:
             return
-        self._share_kv(lane)
-        session = lane.session
-        width = session.width
-        for flight in self._flights:
-            if flight.lane is lane:
-                flight.widest = max(flight.widest, width)
+        share_kv(self._lanes, lane, self._kv_total)
         started = time.perf_counter()
-        ended = session.step()
+        done = lane.feeder.step()
         if len(ready) > 1:
             lane.spent += time.perf_counter() - started
         else:  # one lane alone owes the other nothing
             for each in self._lanes:
                 each.spent = 0.0
-        for ticket, result in ended:
-            flight = lane.by_ticket.pop(ticket)
-            flight.results[ticket] = result
-            if not flight.done:
-                continue
-            self._flights.remove(flight)
-            events = session.take_events(flight.tickets) if isinstance(session, SessionEvents) else None
-            if flight.job.cancelled or flight.job.finished:
+        for flight in done:
+            job = flight.owner
+            if job.cancelled or job.finished:
                 self.rows_cancelled += sum(r.finish_reason == "cancelled" for r in flight.results.values())
                 continue
-            outcome = BatchOutcome(results=[flight.results[t] for t in flight.tickets],
-                                   wall_seconds=time.perf_counter() - flight.sent,
-                                   events=event_records(events) if events is not None else None,
-                                   merged_size=flight.widest)
-            self._deliver(flight.job, flight.task, flight.role, outcome)
+            self._deliver(job, flight.task, flight.batch.role, flight.outcome())
 
-    def _feed(self, lane: _Lane) -> None:
+    def _feed(self, lane: Lane) -> None:
         """Add the lane's flights' requests to its session within each request's fair share (the
         owners in every lane count)."""
-        live = [flight for flight in self._flights if not flight.job.cancelled]
-        shared = len({flight.job.owner or flight.job.job_id for flight in live}) > 1
-        live = [flight for flight in live if flight.lane is lane]
-        counts = joining([(flight.job.owner or flight.job.job_id, flight.in_session, flight.waiting) for flight in live],
-                         self.rows_per_request, ROWS_ALONE, shared=shared)
+        live = [flight for flight in self._flights() if not flight.owner.cancelled]
+        shared = len({flight.owner.owner or flight.owner.job_id for flight in live}) > 1
+        live = [flight for flight in lane.feeder.flights if not flight.owner.cancelled]
+        counts = joining([(flight.owner.owner or flight.owner.job_id, flight.in_session, flight.waiting)
+                          for flight in live], self.rows_per_request, ROWS_ALONE, shared=shared)
         for flight, count in zip(live, counts):
             if count:
-                start = len(flight.tickets)
-                tickets = lane.session.add(flight.requests[start:start + count])
-                flight.tickets.extend(tickets)
-                lane.by_ticket.update((ticket, flight) for ticket in tickets)
-
-    def _share_kv(self, lane: _Lane) -> None:
-        """With two lanes, the memory budget of the rows' KV (--max-memory) is one: the lane about to
-        step may let rows join within what the other lane's rows leave of it."""
-        if self._kv_total is None or len(self._lanes) < 2 or not hasattr(lane.session, "max_kv_tokens"):
-            return
-        held = sum(held_tokens(row.request) for other in self._lanes if other is not lane
-                   for row in getattr(other.session, "active", ()))
-        lane.session.max_kv_tokens = max(1, self._kv_total - held)
+                lane.feeder.send(flight, count)
 
     def _round(self) -> None:
         waiting = [(task, job) for task in self._runner.take_waiting() if (job := self._live(task)) is not None]
@@ -451,18 +373,13 @@ class TreeDriver:
     def _take_out_rows(self, job: Job) -> None:
         """Cancel the job's requests still in the session: queued ones never join, rows decoding
         leave the batch before the next step."""
-        flights = [flight for flight in self._flights if flight.job is job]
         for lane in self._lanes:
-            unfinished = [t for flight in flights if flight.lane is lane for t in flight.tickets if t not in flight.results]
-            if unfinished:
-                lane.session.cancel(unfinished)
-        # every request that did not end by itself: never sent, still decoding, or ended by its flag
-        self.rows_cancelled += sum(len(flight.requests) - len(flight.results) for flight in flights)
-        self.rows_cancelled += sum(r.finish_reason == "cancelled" for flight in flights for r in flight.results.values())
-        for flight in flights:
-            self._flights.remove(flight)
-            for ticket in flight.tickets:
-                flight.lane.by_ticket.pop(ticket, None)
+            flights = [flight for flight in lane.feeder.flights if flight.owner is job]
+            # every request that did not end by itself: never sent, still decoding, or ended by its flag
+            self.rows_cancelled += sum(len(flight.requests) - len(flight.results) for flight in flights)
+            self.rows_cancelled += sum(r.finish_reason == "cancelled" for flight in flights
+                                       for r in flight.results.values())
+            lane.feeder.forget(flights)
 
     def _notify(self, job: Job, value: Any) -> None:
         if job.finished:
@@ -477,31 +394,3 @@ class TreeDriver:
 def flagged(requests: list[GenerationRequest], job: Job) -> list[GenerationRequest]:
     """The requests as sent for `job`: each carries the job's cancel flag (the search's own stay as they are)."""
     return [replace(request, cancel=job.flag) for request in requests]
-
-
-def joining(flights: list[tuple[str, int, int]], share: int, alone: int, shared: bool | None = None) -> list[int]:
-    """How many waiting requests of each flight (owner, rows in the session, requests waiting) join
-    now: in flight order, while the owner's rows stay within `share`, or `alone` when one owner has
-    flights (`shared`: whether other owners have flights, elsewhere too; default: among these)."""
-    if shared is None:
-        shared = len({owner for owner, _, _ in flights}) > 1
-    cap = share if shared else max(share, alone)
-    rows: dict[str, int] = {}
-    for owner, in_session, _ in flights:
-        rows[owner] = rows.get(owner, 0) + in_session
-    counts = []
-    for owner, _, waiting in flights:
-        count = max(0, min(waiting, cap - rows[owner]))
-        rows[owner] += count
-        counts.append(count)
-    return counts
-
-
-def _pads_rows(executor: Executor) -> bool:
-    """Whether the executor's sessions keep their rows in one padded KV cache (the batched ones:
-    every row attends over the longest row's slots, every join copies the cache), so that long rows
-    cost the short ones beside them; such an executor may open two sessions at once."""
-    from seed_tot.scheduling.batched.ar import BatchedARExecutor
-    from seed_tot.scheduling.batched.speculative import BatchedSpeculativeExecutor
-
-    return isinstance(executor, (BatchedARExecutor, BatchedSpeculativeExecutor))
