@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python scripts/vote_curve.py` from anywhere: the package and tasks/
     sys.path.insert(0, str(ROOT))
 
+from seed_tot.analysis.adaptive_vote import Pool, expected  # noqa: E402
 from seed_tot.analysis.vote_counts import counted_vote_accuracy  # noqa: E402
 
 POOLS = ("results/heldout-gsm8k-43-100/cot-pool", "results/heldout-gsm8k-101-160/cot-pool",
@@ -41,6 +42,9 @@ REPORTS = ("results/value-gsm8k/escalation_266_problems.json", "results/value-gs
 JUDGED_RULES = {"escalating vote, up to 1 round(s)": "judged, one round (greedy + 4 samples)",
                 "escalating vote, up to 2 round(s)": "judged, two rounds (the default: 4 more where unsure)"}
 MAX_K = 16
+THRESHOLDS = (0.6, 0.7, 0.8, 0.9, 1.0)  # the adaptive vote's winner share at which it stops sampling
+CAPS = (8, 16)  # ... and the most samples it draws
+ORDERS = 200
 
 
 def chains(pool: Path) -> list[dict]:
@@ -87,6 +91,29 @@ def curves(problems: list[dict], max_k: int = MAX_K) -> dict[str, list[dict]]:
     return {"plain": plain, "with_greedy": greedy}
 
 
+def adaptive(problems: list[dict]) -> list[dict]:
+    """The plain vote that samples in rounds until sure (seed_tot/analysis/adaptive_vote.py): greedy +
+    4 samples, then 2 more at a time while the winner holds less than the threshold, up to each cap
+    the pool allows; and the plain vote's one second round of 4 where the winner holds < 0.7
+    (`--vote-weight leaf --escalate 4`). Summed over the problems, each averaged over ORDERS orders."""
+    import zlib
+
+    n = len(problems)
+    pools = [(zlib.crc32(p["id"].encode()), Pool(p["greedy"], p["greedy_tokens"], p["samples"], p["sample_tokens"],
+                                                  frozenset(p["correct"]))) for p in problems]
+    samples = min(len(p["samples"]) for p in problems)
+    rules = [("plain, rounds of 2 until sure", 2, cap, threshold) for cap in CAPS if cap <= samples
+             for threshold in THRESHOLDS] + [("plain, 4 more where unsure", 4, 8, 0.7)]
+    rows = []
+    for rule, step, cap, threshold in rules:
+        runs = [expected(pool, 4, step, cap, threshold, ORDERS, seed) for seed, pool in pools]
+        rows.append({"rule": rule, "step": step, "cap": cap, "threshold": threshold,
+                     "correct": round(sum(r[0] for r in runs), 4), "accuracy": round(sum(r[0] for r in runs) / n, 4),
+                     "tokens": round(sum(r[1] for r in runs) / n, 1),
+                     "samples_drawn": round(sum(r[2] for r in runs) / n, 2), "problems": n})
+    return rows
+
+
 def judged(pool: str, reports: list[tuple[str, dict]]) -> list[dict]:
     """The judged default's points for `pool` from the stored escalation reports."""
     found = []
@@ -114,6 +141,18 @@ def pooled(blocks: list[dict]) -> dict:
             rows.append(point(k, sum(p["correct"] for p in at),
                               sum(p["tokens"] * b["problems"] for p, b in zip(at, blocks, strict=True)) / n, n))
         found[name] = rows
+    keys = [(r["rule"], r["cap"], r["threshold"]) for r in blocks[0]["adaptive"]
+            if all(any((x["rule"], x["cap"], x["threshold"]) == (r["rule"], r["cap"], r["threshold"]) for x in b["adaptive"])
+                   for b in blocks)]
+    found["adaptive"] = []
+    for key in keys:
+        at = [next(x for x in b["adaptive"] if (x["rule"], x["cap"], x["threshold"]) == key) for b in blocks]
+        correct = sum(x["correct"] for x in at)
+        found["adaptive"].append({**{k: at[0][k] for k in ("rule", "step", "cap", "threshold")},
+                                  "correct": round(correct, 4), "accuracy": round(correct / n, 4),
+                                  "tokens": round(sum(x["tokens"] * x["problems"] for x in at) / n, 1),
+                                  "samples_drawn": round(sum(x["samples_drawn"] * x["problems"] for x in at) / n, 2),
+                                  "problems": n})
     rules = [r["rule"] for r in blocks[0]["judged"] if all(any(x["rule"] == r["rule"] for x in b["judged"]) for b in blocks)]
     found["judged"] = []
     for rule in rules:
@@ -131,7 +170,8 @@ def build(pools: tuple[str, ...] = POOLS, report_paths: tuple[str, ...] = REPORT
     for pool in pools:
         problems = chains(ROOT / pool)
         blocks.append({"pool": pool, "problems": len(problems), "samples": min(len(p["samples"]) for p in problems),
-                       **curves(problems, max_k), "judged": judged(pool, reports)})
+                       **curves(problems, max_k), "adaptive": adaptive(problems),
+                       "judged": judged(pool, reports)})
     return {"pools": blocks, "all": pooled(blocks)}
 
 
@@ -158,6 +198,13 @@ def plot(curve: dict, path: Path) -> None:
                 if name == "plain" and r["k"] in (1, 2, 4, 8, 16):
                     ax.annotate(f"K={r['k']}", (r["tokens"], 100 * r["accuracy"]), textcoords="offset points",
                                 xytext=(0, -13), ha="center", fontsize=8)
+        sure = [r for r in block["adaptive"] if r["rule"].startswith("plain, rounds") and r["cap"] == 8]
+        ax.plot([r["tokens"] for r in sure], [100 * r["accuracy"] for r in sure], ":^", markersize=5,
+                label="plain vote, rounds of 2 until the winner holds 0.6 .. 1.0 (at most 8 samples)")
+        for r in sure:
+            if r["threshold"] in (0.6, 1.0):
+                ax.annotate(f"{r['threshold']:g}", (r["tokens"], 100 * r["accuracy"]), textcoords="offset points",
+                            xytext=(0, 6), ha="center", fontsize=7)
         for row, marker in zip(block["judged"], ("D", "*"), strict=False):
             ax.plot(row["tokens"], 100 * row["accuracy"], marker, markersize=12 if marker == "*" else 8,
                     color="tab:red" if marker == "*" else "tab:purple", label=row["rule"], linestyle="none")
@@ -189,6 +236,9 @@ def main(out: str, no_plot: bool) -> None:
         click.echo(f"{block['pool']} ({block['problems']} problems)")
         for name in ("plain", "with_greedy"):
             click.echo(f"  {name}: " + ", ".join(f"K={r['k']} {r['correct']:.2f} @ {r['tokens']:,.0f}" for r in block[name]))
+        for row in block["adaptive"]:
+            click.echo(f"  {row['rule']} (cap {row['cap']}, share {row['threshold']:g}): {row['correct']:.2f} @ "
+                       f"{row['tokens']:,.0f} ({row['samples_drawn']:.2f} samples)")
         for row in block["judged"]:
             click.echo(f"  {row['rule']}: {row['correct']:.2f} @ {row['tokens']:,.0f}")
 
