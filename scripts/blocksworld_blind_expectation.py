@@ -4,7 +4,7 @@ The blind tree (random legal moves, constant values: no model call) costs second
 pairing the model-guided run with one blind seed, each instance's blind solve rate is read off
 every blind run that holds it (the share of seeds whose tree solved it). MODEL is the model-guided
 run ("+" pools folders, e.g. two instance ranges); each --blind is one seed's run, pooled the same
-way. Instances are told apart by id and optimal plan length (two data files may reuse an id).
+way, or --blind-table gives many seeds at once (scripts/blocksworld_blind_table.py). Instances are told apart by id and optimal plan length (two data files may reuse an id).
 Prints, per optimal plan length and pooled, the model's solved count, the blind expectation and
 their paired difference (95% paired bootstrap over instances), and writes OUT.md / OUT.json with
 every instance's outcomes.
@@ -26,6 +26,7 @@ for folder in (ROOT, ROOT / "scripts"):
         sys.path.insert(0, str(folder))
 
 from blocksworld_blind import outcomes  # noqa: E402
+from blocksworld_blind_table import table_runs  # noqa: E402
 
 from seed_tot.observe.paired_stats import paired_bootstrap  # noqa: E402
 from seed_tot.analysis.report_files import write_report  # noqa: E402
@@ -57,20 +58,31 @@ def comparison(name: str, model: dict[Key, bool], rates: dict[Key, tuple[float, 
             "model_minus_blind": round(sum(differences) / len(keys), 4), "ci95": [round(low, 4), round(high, 4)]}
 
 
-@click.command()
-@click.argument("model")
-@click.option("--blind", multiple=True, required=True, help="One blind seed's run folders, joined with +; repeatable.")
-@click.option("--resamples", type=int, default=10_000, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Writes OUT.md and OUT.json.")
-def main(model, blind, resamples, out):
-    guided = solved_by_key(model)
-    runs = [solved_by_key(pool) for pool in blind]
+def expectation(guided: dict[Key, bool], runs: list[dict[Key, bool]], resamples: int = 10_000):
+    """The comparison rows (per optimal plan length, then all) and each instance's blind rate."""
     rates = blind_rates(runs, sorted(guided))
     lengths = sorted({optimal for _, optimal in guided})
     rows = [comparison(f"optimal plan {length} steps", {k: v for k, v in guided.items() if k[1] == length}, rates,
                        resamples) for length in lengths]
     rows.append(comparison("all", guided, rates, resamples))
-    found = {"command": " ".join(sys.argv), "model": model, "blind": list(blind), "rows": rows,
+    return rows, rates
+
+
+@click.command()
+@click.argument("model")
+@click.option("--blind", multiple=True, help="One blind seed's run folders, joined with +; repeatable.")
+@click.option("--blind-table", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A table of blind seeds' outcomes (scripts/blocksworld_blind_table.py), one run per seed; repeatable.")
+@click.option("--resamples", type=int, default=10_000, show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Writes OUT.md and OUT.json.")
+def main(model, blind, blind_table, resamples, out):
+    if not blind and not blind_table:
+        raise click.UsageError("Give the blind runs: --blind FOLDER[+FOLDER] or --blind-table FILE.")
+    guided = solved_by_key(model)
+    runs = [solved_by_key(pool) for pool in blind] + [run for table in blind_table for run in table_runs(Path(table))]
+    rows, rates = expectation(guided, runs, resamples)
+    found = {"command": " ".join(sys.argv), "model": model, "blind": list(blind), "blind_tables": list(blind_table),
+             "rows": rows,
              "per_instance": [{"problem_id": k[0], "optimal": k[1], "model_solved": guided[k],
                                "blind_rate": rates[k][0], "blind_runs": rates[k][1]} for k in sorted(rates)]}
     lines = ["# The model-guided tree against the blind tree's expectation", "", f"Command: `python {found['command']}`",
