@@ -3,6 +3,7 @@ second round) as the whole vote, at fewer tokens. Checked on the rule itself and
 that end at different decode steps of a continuous-batching session."""
 
 import random
+import zlib
 
 import pytest
 from scripted_executor import ScriptedExecutor
@@ -99,12 +100,25 @@ def chains_reply(answers: dict[int, str], lengths: dict[int, int]):
     return reply
 
 
-def run_both(answers, lengths, **config):
+class FakeJudge:
+    """A learned judge's stand-in: a fixed value in (0.05, 0.95) for each chain's text; counts its reads."""
+
+    head_id = "fake"
+
+    def __init__(self):
+        self.reads = 0
+
+    def values(self, task, problem, states, answers=None):
+        self.reads += len(states)
+        return [0.05 + 0.9 * (zlib.crc32(state.encode()) % 1000) / 1000 for state in states]
+
+
+def run_both(answers, lengths, judge=None, **config):
     config = SearchConfig(cot_samples=4, **config)  # greedy + 4, then escalate_samples more where unsure
     reply = chains_reply(answers, lengths)
-    whole = SelfConsistency(task(), ScriptedExecutor(TOKENIZER, reply), FORMATTER, config).run(PROBLEM)
+    whole = SelfConsistency(task(), ScriptedExecutor(TOKENIZER, reply), FORMATTER, config, judge=judge).run(PROBLEM)
     sessions = ScriptedSessions(reply)
-    search = SelfConsistency(task(), sessions, FORMATTER, config)
+    search = SelfConsistency(task(), sessions, FORMATTER, config, judge=judge)
     [early] = list(solve_many(search.steps, [PROBLEM], sessions, concurrency=1))
     return whole, early, sessions
 
@@ -121,7 +135,7 @@ def test_three_agreeing_chains_of_five_end_the_vote_and_the_rest_are_cancelled()
     assert early.selection.votes == {"7": 3, "8": 1}
 
 
-def test_no_chain_is_cancelled_where_the_vote_is_weighted_or_off():
+def test_no_chain_is_cancelled_where_the_vote_is_off_or_weighted_without_a_judge():
     answers = {0: "7", 1: "7", 2: "7", 3: "8", 4: "9"}
     lengths = {0: 10, 1: 20, 2: 30, 3: 40, 4: 200}
     for config in (dict(stop_when_decided=False), dict(vote_weight="value")):
@@ -130,20 +144,32 @@ def test_no_chain_is_cancelled_where_the_vote_is_weighted_or_off():
 
 
 @pytest.mark.parametrize("escalate", [0, 4])
-def test_the_early_stop_never_changes_the_answer_nor_the_second_round(escalate):
-    """Random votes and lengths: the answer, and whether a second round was drawn, match the whole vote."""
+@pytest.mark.parametrize("judged", [False, True])
+def test_the_early_stop_never_changes_the_answer_nor_the_second_round(escalate, judged):
+    """Random votes and lengths, plain or weighted by a judge: the answer, and whether a second round
+    was drawn, match the whole vote; the judge reads no chain twice."""
     rng = random.Random(escalate)
-    stopped = 0
+    stopped = stopped_second = 0
     for _ in range(60):
         chains = 5 + escalate
         answers = {i: rng.choice("778899") for i in range(chains)}
         lengths = {i: rng.randint(1, 60) for i in range(chains)}
-        whole, early, sessions = run_both(answers, lengths, escalate_samples=escalate)
+        judge = FakeJudge() if judged else None
+        config = dict(value_mode="learned", vote_weight="value", escalate_below=0.6) if judged else {}
+        whole, early, sessions = run_both(answers, lengths, judge=judge, escalate_samples=escalate, **config)
         assert early.answer == whole.answer
-        rounds = lambda result: sum(1 for node in result.tree.nodes() if node.info.get("cot_sample", 0) >= 5)
-        assert rounds(early) == rounds(whole)
+        second = lambda result: [node for node in result.tree.nodes() if node.info.get("cot_sample", 0) >= 5]
+        assert len(second(early)) == len(second(whole))
+        if judged:
+            rated = lambda result: {node.info.get("cot_sample", 0): node.value for node in result.tree.nodes()
+                                    if node.value is not None}
+            assert all(rated(whole)[i] == value for i, value in rated(early).items())
+            assert judge.reads <= len(rated(whole)) + len(rated(early))  # each run reads a chain once
         stopped += sessions.cancelled > 0
+        stopped_second += any(node.info.get("finish_reason") == "cancelled" for node in second(early))
     assert stopped > 0  # the rule did stop some votes early
+    if escalate:
+        assert stopped_second > 0  # and some second rounds
 
 
 def test_the_api_server_stops_a_decided_vote_as_the_cli_does():

@@ -20,9 +20,9 @@ from seed_tot.reasoning.evaluator import rejection
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.reasoning.request_seeds import request_seed, search_request
 from seed_tot.requests import GenerationRequest
-from seed_tot.search.answers import Selection, select_answer
+from seed_tot.search.answers import Selection, select_answer, vote_candidates, vote_weights
 from seed_tot.search.branching import plan_branches
-from seed_tot.search.early_vote import plain_vote_decided
+from seed_tot.search.early_vote import vote_decided
 from seed_tot.search.escalation import unsure
 from seed_tot.search.settings import SearchConfig
 from seed_tot.search.steps import Batch, Steps, gather
@@ -50,11 +50,12 @@ class VotedChains:
         cot_prompt = task.cot_prompt
         first_round = chain_indices(cfg)
         second_round = escalation_indices(cfg, first_round)
+        values = ChainValues(self.judge, task, problem) if self.judge is not None else None
         if cfg.cot_candidate and cot_prompt is not None:
-            decided = self._decided_rule(problem, escalates=bool(second_round))
+            decided = self._decided_rule(problem, values, first_round, escalates=bool(second_round))
             chosen_id, cot_results = yield from gather(
                 [search, self._cot(problem, log, cot_prompt(problem), first_round, decided)])
-            self._add_chains(tree, problem, cot_results, first_round)
+            self._add_chains(tree, problem, cot_results, first_round, values)
         else:
             chosen_id = yield from search
         selection = select_answer(task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
@@ -64,25 +65,41 @@ class VotedChains:
             if sources:
                 yield from self._branch(problem, tree, log, cot_prompt(problem), second_round, sources, prefixes)
             else:  # afresh, as asked, or because no chain of the first round answered
-                more = yield from self._cot(problem, log, cot_prompt(problem), second_round)
-                self._add_chains(tree, problem, more, second_round)
+                decided = self._decided_rule(problem, values, second_round, escalates=False, cast=self._cast(problem, tree))
+                more = yield from self._cot(problem, log, cot_prompt(problem), second_round, decided)
+                self._add_chains(tree, problem, more, second_round, values)
             selection = select_answer(task, problem, tree, chosen_id, vote=cfg.vote, weight=cfg.vote_weight)
         return selection
 
-    def _decided_rule(self, problem: Problem, escalates: bool):
-        """The first round's early stop (see seed_tot/search/early_vote.py), where it applies: the
-        chains alone vote, plainly; else None (every chain runs)."""
+    def _decided_rule(self, problem: Problem, values: "ChainValues | None", indices: range, escalates: bool,
+                      cast: tuple[tuple[str, float], ...] = ()):
+        """The early stop of the round of chains `indices` (see seed_tot/search/early_vote.py), where
+        it applies: the chains alone vote, plainly or weighted by a learned judge that reads each
+        chain as it ends; else None (every chain runs). `cast`: the votes of earlier rounds."""
         cfg, task = self.config, self.task
-        if not (cfg.stop_when_decided and self.chains_only and cfg.vote and task.votable
-                and cfg.vote_weight in ("leaf", "path")):
+        if not (cfg.stop_when_decided and self.chains_only and cfg.vote and task.votable):
+            return None
+        judged = cfg.vote_weight == "value"
+        if judged and values is None:
             return None
         threshold = cfg.escalate_below if escalates else None
 
         def decided(results: list) -> bool:
-            ended = [chain_vote(task, problem, result) for result in results if result is not None]
-            return plain_vote_decided(ended, sum(result is None for result in results), threshold)
+            votes = list(cast)
+            for index, result in zip(indices, results, strict=True):
+                if result is not None:
+                    answer = chain_vote(task, problem, result)
+                    weight = 1.0 if not judged or answer is None else values.of(index, result.text, answer)
+                    votes.append((answer, weight))
+            return vote_decided(votes, sum(result is None for result in results), threshold)
 
         return decided
+
+    def _cast(self, problem: Problem, tree: ReasoningTree) -> tuple[tuple[str, float], ...]:
+        """The votes the tree's answers cast now, as the vote counts them."""
+        candidates = vote_candidates(self.task, problem, tree)
+        weights = vote_weights(candidates, self.config.vote_weight)
+        return tuple((answer, weight) for (answer, _), weight in zip(candidates, weights, strict=True))
 
     def _cot(self, problem: Problem, log: BatchLog, prompt: str, indices: range, decided=None) -> Steps[list]:
         """The chains of thought `indices` (0 greedy, then samples) of the whole problem, as one batch
@@ -92,11 +109,14 @@ class VotedChains:
         log.add("cot", 0, outcome.results, outcome)
         return outcome.results
 
-    def _add_chains(self, tree: ReasoningTree, problem: Problem, results: list, indices: range) -> None:
+    def _add_chains(self, tree: ReasoningTree, problem: Problem, results: list, indices: range,
+                    values: "ChainValues | None" = None) -> None:
         chains = [add_cot_node(tree, self.task, problem, result, index, self.config.seed)
                   for index, result in zip(indices, results, strict=True)]
         if self.judge is not None:
-            rate_chains(self.judge, self.task, problem, chains)
+            known = {place: values.known[index] for place, index in enumerate(indices)
+                     if values is not None and index in values.known}
+            rate_chains(self.judge, self.task, problem, chains, known)
 
     def _branch(self, problem: Problem, tree: ReasoningTree, log: BatchLog, prompt: str, indices: range,
                 sources: list[ThoughtNode], prefixes: list[str]) -> Steps[None]:
@@ -214,11 +234,30 @@ def chain_vote(task: Task, problem: Problem, result) -> str | None:
     return task.extract_answer(problem, state)
 
 
-def rate_chains(judge, task: Task, problem: Problem, chains: list[ThoughtNode]) -> None:
-    """Learned values for the chains of thought no rule rejected (no token decoded: one forward each)."""
-    rated = [node for node in chains if "rejected" not in node.info]
-    answers = [task.extract_answer(problem, node.state) for node in rated]
-    for node, value in zip(rated, judge.values(task, problem, [node.state for node in rated], answers) if rated else [],
-                           strict=True):
-        node.value, node.value_parsed = value, True
+class ChainValues:
+    """A learned judge's values of one problem's chains by chain index, each read once: as the chain
+    ends, where its vote may stop early, or with the rest of its round (rate_chains)."""
+
+    def __init__(self, judge, task: Task, problem: Problem):
+        self.judge, self.task, self.problem = judge, task, problem
+        self.known: dict[int, float] = {}
+
+    def of(self, index: int, text: str, answer: str) -> float:
+        if index not in self.known:
+            state = self.task.cot_state(text.strip())
+            [self.known[index]] = self.judge.values(self.task, self.problem, [state], [answer])
+        return self.known[index]
+
+
+def rate_chains(judge, task: Task, problem: Problem, chains: list[ThoughtNode], known: dict[int, float] | None = None) -> None:
+    """Learned values for the chains of thought no rule rejected (no token decoded: one forward each);
+    `known`: values already read, by the chain's place in `chains`."""
+    known = known or {}
+    rated = [(place, node) for place, node in enumerate(chains) if "rejected" not in node.info]
+    unread = [(place, node) for place, node in rated if place not in known]
+    answers = [task.extract_answer(problem, node.state) for _, node in unread]
+    read = judge.values(task, problem, [node.state for _, node in unread], answers) if unread else []
+    values = {**known, **{place: value for (place, _), value in zip(unread, read, strict=True)}}
+    for place, node in rated:
+        node.value, node.value_parsed = values[place], True
         node.info["judge"] = judge.head_id

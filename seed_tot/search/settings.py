@@ -56,8 +56,9 @@ class SearchConfig(BaseModel):
         "of the best-valued chain of the vote's leading answer or its runner-up (a tree that decodes only the rest)"
     )
     stop_when_decided: bool = Field(
-        True, description="a search made of chains alone, voting plainly, cancels the chains still running once "
-        "they can no longer change the vote's answer (nor whether a second round is drawn): same answer, fewer tokens"
+        True, description="a search made of chains alone cancels the chains still running once they can no longer "
+        "change the vote's answer (nor whether a second round is drawn), plain or judged (the judge reads each chain "
+        "as it ends): same answer, fewer tokens"
     )
     cot_decode: DecodeConfig = DecodeConfig(max_new_tokens=512, temperature=0.0)
     thought_mode: Literal["sample", "line", "choose", "random"] = Field(
