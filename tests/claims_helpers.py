@@ -10,6 +10,7 @@ own rule for a chain) so that a figure is re-derived the way its page says it wa
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import sys
@@ -448,6 +449,23 @@ def engines_amx() -> str:
             f"{a['first_answer_s']:.1f} s against {b['first_answer_s']:.1f} s, {a['correct']}/{a['problems']} right each, "
             f"at {ratio(a['peak_rss_mib'] / b['peak_rss_mib'])} its memory")
 FIRST_AMX = "first-command/intel-xeon-amx-2c"
+FIRST_AVX512 = "first-command/amd-epyc-avx512-2c"
+
+
+def first_command_pull(folder: str = FIRST_AVX512) -> str:
+    """Wall time of a stored /usr/bin/time -v run of `seed-tot models pull` on an empty cache."""
+    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)",
+                      (RESULTS / folder / "pull.stderr").read_text()).group(1)
+    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock.split(":"))))
+    return f"{seconds:.0f} s of `seed-tot models pull`"
+
+
+def first_command_stopped(folder: str = FIRST_AVX512) -> str:
+    """How many of a stored first run's chains ended, and its tokens, from its trace."""
+    with gzip.open(RESULTS / folder / "cached" / "traces" / "gsm8k-1.json.gz", "rt") as handle:
+        chains = [node for node in json.load(handle)["nodes"] if node.get("kind") == "answer"]
+    ended = sum(node["info"].get("finish_reason") != "cancelled" for node in chains)
+    return f"settled with {ended} of the {len(chains)} chains ended"
 
 
 def first_command_choice(folder: str = FIRST_AVX2, winner: str = "llama-cpp",
@@ -550,6 +568,20 @@ CLAIMS: tuple[Claim, ...] = (
           lambda: first_command_time("cached"), (f"{FIRST_AVX2}/cached.stderr",)),
     Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "1,437 tokens take", first_command_tokens,
           (f"{FIRST_AVX2}/cached/results.jsonl",)),
+    Claim(README, "AMD EPYC with AVX-512 BF16, `auto` measured", "in process 43.6 tokens/s against llama.cpp's 26.7",
+          lambda: first_command_choice(FIRST_AVX512, "batched-lookup bfloat16", "llama-cpp"),
+          (f"{FIRST_AVX512}/calibration",)),
+    Claim(README, "AMD EPYC with AVX-512 BF16, `auto` measured", "129 s and 7.3 GiB peak the first time",
+          lambda: first_command_time("first", FIRST_AVX512), (f"{FIRST_AVX512}/first.stderr",)),
+    Claim(README, "AMD EPYC with AVX-512 BF16, `auto` measured", "68 s and 3.6 GiB once it",
+          lambda: first_command_time("cached", FIRST_AVX512), (f"{FIRST_AVX512}/cached.stderr",)),
+    Claim(README, "AMD EPYC with AVX-512 BF16, `auto` measured", "98 s of `seed-tot models pull`", first_command_pull,
+          (f"{FIRST_AVX512}/pull.stderr",)),
+    Claim(README, "AMD EPYC with AVX-512 BF16, `auto` measured", "settled with 4 of the 5 chains ended",
+          first_command_stopped, (f"{FIRST_AVX512}/cached/traces/gsm8k-1.json.gz",)),
+    Claim(README, "AMD EPYC with AVX-512 BF16, `auto` measured", "1,125 tokens; [stored",
+          lambda: first_command_tokens("cached", FIRST_AVX512)[:-len(" take")] + "; [stored",
+          (f"{FIRST_AVX512}/cached/results.jsonl",)),
     Claim(README, "Intel Xeon with AMX, `auto` measured", "in process 44.4 tokens/s against llama.cpp's 26.6",
           lambda: first_command_choice(FIRST_AMX, "batched-lookup bfloat16", "llama-cpp"), (f"{FIRST_AMX}/calibration",)),
     Claim(README, "Intel Xeon with AMX, `auto` measured", "116 s and 7.3 GiB peak the first time",
