@@ -438,10 +438,12 @@ BLIND_FILES = (BLIND_TABLE, *(folder for seed in BLIND_SEED_RUNS for folder in s
 
 FIRST_AVX2 = "first-command/amd-epyc-avx2-2c"
 PEERS_AMX = "engines/peers-gsm8k-341-360-amx"
+PEERS_AVX512 = "engines/peers-gsm8k-341-360-avx512"
 
 
-def engines_amx() -> str:
-    rows = peers(PEERS_AMX)
+def engines_amx(folder: str = PEERS_AMX) -> str:
+    """`seed-tot bench --peers`: the default (a) against a tuned llama.cpp server (b)."""
+    rows = peers(folder)
     a, b = rows["a"], rows["b"]
     assert a["correct"] == b["correct"]
     return (f"{ratio(a['problems_per_hour'] / b['problems_per_hour'])} problems per hour ({a['problems_per_hour']} against "
@@ -505,6 +507,7 @@ README_ROWS = {
     "twelve": "12 GSM8K problems searched together",
     "engines": "the in-process default against a tuned llama.cpp server",
     "engines_amx": "on an Intel Xeon with AMX (2 cores), `seed-tot bench --peers`",
+    "engines_avx512": "on an AMD EPYC with AVX-512 BF16 (2 cores), `seed-tot bench --peers`",
     "int8": "`--int8` (opt-in;",
     "llama": "llama.cpp (`--method llama-cpp`) against the in-process default",
     "api": "`seed-tot api` against the CLI",
@@ -560,6 +563,12 @@ CLAIMS: tuple[Claim, ...] = (
           ("bench_api/bench_api_bf16_c1.json", "bench_api/bench_api_bf16_c4_c16.json")),
     Claim(README, R["engines_amx"], "4.17x problems per hour (251.9 against 60.4), 4.14x tokens/s, first answer after "
           "97.6 s against 479.0 s, 12/20 right each, at 1.69x its memory", engines_amx, (f"{PEERS_AMX}/summary.json",)),
+    Claim(README, R["engines_avx512"], "2.33x problems per hour (153.7 against 65.9), 2.05x tokens/s, first answer after "
+          "163.2 s against 590.9 s, 13/20 right each, at 1.63x its memory", lambda: engines_amx(PEERS_AVX512),
+          (f"{PEERS_AVX512}/summary.json",)),
+    Claim(README, R["engines_avx512"], "decoded 12% fewer tokens",
+          lambda: f"decoded {1 - peer_ratio(PEERS_AVX512, 'new_tokens', 'a', 'b'):.0%} fewer tokens",
+          (f"{PEERS_AVX512}/summary.json",)),
     Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "llama.cpp 16.7 tokens/s against 15.8 in process",
           first_command_choice, (f"{FIRST_AVX2}/calibration",)),
     Claim(README, "AMD EPYC with AVX2 only, `auto` measured", "190 s and 6.4 GiB peak the first time",
