@@ -13,8 +13,8 @@ from tqdm import tqdm
 from seed_tot.cli.run_config import RunConfig
 from seed_tot.cli.run_executor import executor_spec
 from seed_tot.cli.task_run import (
+    keep_each,
     keep_problem,
-    note_interrupt,
     nothing_left,
     plan_run,
     print_run_totals,
@@ -46,28 +46,26 @@ def run_task_on_ray(task_name: str, config: RunConfig) -> None:
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({config.method}, {config.search}, ray)", unit="problem",
                        file=sys.stderr)
     run_started = time.perf_counter()
-    finished = failed = 0
-    interrupted = False
-    try:
-        for outcome in solve_on_ray(spec, work, todo, address=config.ray_address or None, actors=config.ray_actors,
-                                    cpus_per_actor=config.threads, concurrency=config.concurrency,
-                                    continuous=config.batching == "continuous", on_ready=report):
-            if isinstance(outcome, Failed):
-                path = append_failure(out / "results.jsonl", outcome.problem.id, outcome.error, outcome.attempts,
-                                      outcome.workers)
-                failed += 1
-                tqdm.write(f"[{outcome.problem.id}] failed after {outcome.attempts} attempt(s): {outcome.error} "
-                           f"(listed in {path}; --resume tries it again)", file=sys.stdout)
-            else:
-                outcome.trace.data_file = data_file  # the driver read the data file, not the actor
-                outcome.trace.config["run"] = recorded  # and resolved the configuration
-                keep_problem(task_name, config, out, outcome.result, outcome.trace, outcome.extra, run_started)
-                finished += 1
-            problem_bar.update(1)
-    except KeyboardInterrupt:
-        interrupted = note_interrupt()
-    finally:
-        problem_bar.close()
+    kept = {"finished": 0, "failed": 0}
+
+    def keep(outcome) -> None:
+        if isinstance(outcome, Failed):
+            path = append_failure(out / "results.jsonl", outcome.problem.id, outcome.error, outcome.attempts,
+                                  outcome.workers)
+            kept["failed"] += 1
+            tqdm.write(f"[{outcome.problem.id}] failed after {outcome.attempts} attempt(s): {outcome.error} "
+                       f"(listed in {path}; --resume tries it again)", file=sys.stdout)
+        else:
+            outcome.trace.data_file = data_file  # the driver read the data file, not the actor
+            outcome.trace.config["run"] = recorded  # and resolved the configuration
+            keep_problem(task_name, config, out, outcome.result, outcome.trace, outcome.extra, run_started)
+            kept["finished"] += 1
+
+    outcomes = solve_on_ray(spec, work, todo, address=config.ray_address or None, actors=config.ray_actors,
+                            cpus_per_actor=config.threads, concurrency=config.concurrency,
+                            continuous=config.batching == "continuous", on_ready=report)
+    interrupted = keep_each(outcomes, keep, problem_bar)
+    finished, failed = kept["finished"], kept["failed"]
     print_summary(out)
     loaded = [info for info in actors if not info.get("error")]
     ray_totals = {"ray": {"address": config.ray_address or "default", "actors": len(loaded), "failed_problems": failed,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import click
 from tqdm import tqdm
@@ -93,6 +93,22 @@ def note_interrupt() -> bool:
     """Say what Ctrl-C during a run keeps (every finished problem is already on disk)."""
     click.echo("\ninterrupted: every finished problem is saved; continue with --resume", err=True)
     return True
+
+
+def keep_each(outcomes: Iterable, keep: Callable[[Any], None], problem_bar: tqdm, *closing) -> bool:
+    """The run loop of every CLI run (in process or on Ray): keep each problem's outcome as it
+    finishes, one step of the bar each, until all are kept or Ctrl-C; then close the bar and
+    `closing` (bars, executors). Returns whether Ctrl-C ended it."""
+    try:
+        for outcome in outcomes:
+            keep(outcome)
+            problem_bar.update(1)
+    except KeyboardInterrupt:
+        return note_interrupt()
+    finally:
+        for thing in (*closing, problem_bar):
+            thing.close()
+    return False
 
 
 def print_summary(out: Path) -> None:
@@ -270,27 +286,20 @@ def run_task(task_name: str, config: RunConfig) -> None:
 
         judge = load_judge(loaded.target, config.target_name, config.dtype, config.device, config.value_model)
         extra_config["value_head"] = judge_record(judge, config.value_model)
-    interrupted = False
     search = search_cls(task, loaded.executor, formatter, search_config, judge=judge)
     problem_bar = tqdm(total=len(todo), desc=f"{task_name} ({config.method}, {config.search})", unit="problem",
                        file=sys.stderr)
     batch_bar = tqdm(desc="requests", unit="request", file=sys.stderr, leave=False)
     executor = ProgressExecutor(loaded.executor, batch_bar)
     run_started = time.perf_counter()
-    try:
-        for result in solve_many(search.steps, todo, executor, config.concurrency,
-                                 continuous=config.batching == "continuous"):
-            extra = problem_extra(task_name, config.seed, task, executor, formatter, result)
-            trace = to_trace(result, task, executor, models=loaded.models, extra_config=extra_config,
-                             data_file=data_file)
-            keep_problem(task_name, config, out, result, trace, extra, run_started)
-            problem_bar.update(1)
-    except KeyboardInterrupt:
-        interrupted = note_interrupt()
-    finally:
-        batch_bar.close()
-        problem_bar.close()
-        executor.close()
+
+    def keep(result) -> None:
+        extra = problem_extra(task_name, config.seed, task, executor, formatter, result)
+        trace = to_trace(result, task, executor, models=loaded.models, extra_config=extra_config, data_file=data_file)
+        keep_problem(task_name, config, out, result, trace, extra, run_started)
+
+    results = solve_many(search.steps, todo, executor, config.concurrency, continuous=config.batching == "continuous")
+    interrupted = keep_each(results, keep, problem_bar, batch_bar, executor)
     print_summary(out)
     work = getattr(executor, "work", None)  # sessions' prefill/decode split (executors with sessions)
     print_run_totals(out, todo_done=problem_bar.n, seconds=time.perf_counter() - run_started, config=config,
