@@ -31,6 +31,8 @@ from pathlib import Path
 import click
 import torch
 
+from seed_tot.analysis.token_confidence import token_confidence
+
 WINDOW = 32
 CONFIDENCE = ("mean_logprob", "tail_logprob", "weakest_stretch_logprob", "mean_top1", "mean_neg_entropy", "neg_sqrt_length")
 
@@ -41,16 +43,6 @@ def chain_confidence(logprob: torch.Tensor, top1: torch.Tensor, entropy: torch.T
     return {"mean_logprob": float(logprob.mean()), "tail_logprob": float(logprob[-WINDOW:].mean()),
             "weakest_stretch_logprob": float(stretch), "mean_top1": float(top1.mean()),
             "mean_neg_entropy": float(-entropy.mean()), "neg_sqrt_length": -math.sqrt(len(logprob))}
-
-
-def token_confidence(target, prompt: list[int], reply: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(log-probability of each reply token, top-1 probability, entropy) under the target, one forward."""
-    ids = torch.tensor([prompt + reply])
-    with torch.no_grad():
-        logits = target.forward(ids)[0, len(prompt) - 1 : -1].float()
-    logp = torch.log_softmax(logits, -1)
-    written = logp.gather(1, torch.tensor(reply)[:, None]).squeeze(1)
-    return written, logp.max(-1).values.exp(), -(logp.exp() * logp).sum(-1)
 
 
 def read_confidence(target, items, out: Path) -> None:
