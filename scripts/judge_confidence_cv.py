@@ -31,7 +31,7 @@ from pathlib import Path
 import click
 import torch
 
-from seed_tot.analysis.token_confidence import token_confidence
+from seed_tot.analysis.token_confidence import read_each_problem, token_confidence
 
 WINDOW = 32
 CONFIDENCE = ("mean_logprob", "tail_logprob", "weakest_stretch_logprob", "mean_top1", "mean_neg_entropy", "neg_sqrt_length")
@@ -47,23 +47,17 @@ def chain_confidence(logprob: torch.Tensor, top1: torch.Tensor, entropy: torch.T
 
 def read_confidence(target, items, out: Path) -> None:
     """Append each chain's confidence row to OUT.jsonl, skipping problems it already holds."""
-    from seed_tot.reasoning.prompting import PromptFormatter
 
-    formatter = PromptFormatter(target.tokenizer)
-    done = {json.loads(line)["problem_id"] for line in out.read_text().splitlines()} if out.is_file() else set()
-    for item in items:
-        if item.problem_id in done:
-            continue
-        prompt = formatter.encode_text(formatter.reply_prefix(item.message))
+    def rows_of(item, prompt: list[int]) -> list[dict]:
         rows = []
         for chain in item.chains:
             reply = target.tokenizer(chain.text, add_special_tokens=False)["input_ids"]
             if reply:
                 rows.append({"problem_id": item.problem_id, "chain_index": chain.index, "correct": chain.correct,
                              **chain_confidence(*token_confidence(target, prompt, reply))})
-        with out.open("a") as handle:
-            handle.writelines(json.dumps(row) + "\n" for row in rows)
-        click.echo(f"{item.problem_id}: {len(rows)} chains", err=True)
+        return rows
+
+    read_each_problem(target, items, out, rows_of)
 
 
 def comparison(rows: list[dict], judge_logit: dict, l2s: tuple[float, ...] = (0.01, 0.1, 1.0)) -> list[tuple[str, float]]:

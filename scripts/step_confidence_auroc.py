@@ -26,7 +26,7 @@ from pathlib import Path
 import click
 import torch
 
-from seed_tot.analysis.token_confidence import token_confidence
+from seed_tot.analysis.token_confidence import read_each_problem, token_confidence
 
 GATE = 0.75  # the step AUROC a signal must reach before a tree search is spent on it
 FEATURES = ("prefix_mean_logprob", "step_mean_logprob", "step_min_logprob", "weakest_step_logprob",
@@ -66,27 +66,20 @@ def state_features(logprob: torch.Tensor, top1: torch.Tensor, entropy: torch.Ten
 
 def read_states(target, items, out: Path) -> None:
     """Append each chain's state rows to OUT.jsonl, skipping problems it already holds."""
-    from seed_tot.reasoning.prompting import PromptFormatter
 
-    formatter = PromptFormatter(target.tokenizer)
-    done = {json.loads(line)["problem_id"] for line in out.read_text().splitlines()} if out.is_file() else set()
-    for item in items:
-        if item.problem_id in done:
-            continue
-        prompt = formatter.encode_text(formatter.reply_prefix(item.message))
+    def rows_of(item, prompt: list[int]) -> list[dict]:
         rows = []
         for chain in item.chains:
             encoded = target.tokenizer(chain.text, add_special_tokens=False, return_offsets_mapping=True)
-            reply, offsets = encoded["input_ids"], encoded["offset_mapping"]
-            ends = step_ends(chain.text, offsets)
-            if not ends:
-                continue
-            for step, features in enumerate(state_features(*token_confidence(target, prompt, reply), ends), 1):
-                rows.append({"problem_id": item.problem_id, "chain_index": chain.index, "step": step,
-                             "correct": chain.correct, **features})
-        with out.open("a") as handle:
-            handle.writelines(json.dumps(row) + "\n" for row in rows)
-        click.echo(f"{item.problem_id}: {len(rows)} states", err=True)
+            ends = step_ends(chain.text, encoded["offset_mapping"])
+            if ends:
+                confidence = token_confidence(target, prompt, encoded["input_ids"])
+                rows += [{"problem_id": item.problem_id, "chain_index": chain.index, "step": step,
+                          "correct": chain.correct, **features}
+                         for step, features in enumerate(state_features(*confidence, ends), 1)]
+        return rows
+
+    read_each_problem(target, items, out, rows_of)
 
 
 def read_rows(path: Path) -> list[dict]:
