@@ -28,7 +28,9 @@ import torch
 
 from seed_tot.analysis.token_confidence import read_each_problem, token_confidence
 
-GATE = 0.75  # the step AUROC a signal must reach before a tree search is spent on it
+ROOT = Path(__file__).resolve().parent.parent
+GATE = 0.75
+DIGITS = 5  # what the stored rows keep of each feature  # the step AUROC a signal must reach before a tree search is spent on it
 FEATURES = ("prefix_mean_logprob", "step_mean_logprob", "step_min_logprob", "weakest_step_logprob",
             "step_mean_top1", "step_neg_entropy")
 
@@ -57,9 +59,10 @@ def state_features(logprob: torch.Tensor, top1: torch.Tensor, entropy: torch.Ten
     for end in ends:
         step = slice(start, end)
         step_means.append(float(logprob[step].mean()))
-        rows.append({"prefix_mean_logprob": float(logprob[:end].mean()), "step_mean_logprob": step_means[-1],
-                     "step_min_logprob": float(logprob[step].min()), "weakest_step_logprob": min(step_means),
-                     "step_mean_top1": float(top1[step].mean()), "step_neg_entropy": float(-entropy[step].mean())})
+        found = {"prefix_mean_logprob": float(logprob[:end].mean()), "step_mean_logprob": step_means[-1],
+                 "step_min_logprob": float(logprob[step].min()), "weakest_step_logprob": min(step_means),
+                 "step_mean_top1": float(top1[step].mean()), "step_neg_entropy": float(-entropy[step].mean())}
+        rows.append({name: round(value, DIGITS) for name, value in found.items()})
         start = end
     return rows
 

@@ -53,3 +53,11 @@ def test_a_feature_that_separates_the_states_reaches_the_gate_and_noise_does_not
     assert "passes the gate" in steps.report(rows, list(found.items()), "cmd")
     noise = [{**row, "step_mean_logprob": rng.gauss(0, 1)} for row in rows]
     assert "fails the gate" in steps.report(noise, steps.measure(noise), "cmd")
+
+
+def test_the_stored_table_is_what_the_stored_states_give():
+    stored = steps.ROOT / "results" / "value-gsm8k" / "step_confidence"
+    text = stored.with_suffix(".md").read_text()
+    command = text.split("Command: `", 1)[1].split("`", 1)[0]
+    rows = steps.read_rows(stored.with_suffix(".jsonl.gz"))
+    assert steps.report(rows, steps.measure(rows), command) == text
