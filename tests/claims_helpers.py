@@ -228,6 +228,15 @@ def escalation_rows(path: str, pool_key: str) -> dict[str, dict]:
     return {row["rule"]: row for row in stored_json(path)["heldout"][pool_key]}
 
 
+def step_confidence_best() -> str:
+    """The best step AUROC of the target's token confidence, from the stored states, and the gate."""
+    _scripts_on_path()
+    from step_confidence_auroc import GATE, measure, read_rows
+
+    best = max(value for _, value in measure(read_rows(RESULTS / "value-gsm8k" / "step_confidence.jsonl.gz")))
+    return f"token confidence: {best:.3f} at best, where a tree needs {GATE} here"
+
+
 # ----------------------------------------------------------------------------- derivations of the README's rows
 
 
@@ -1004,6 +1013,8 @@ DOCS_CLAIMS: tuple[Claim, ...] = (
           ("bench_api/bench_api_bf16_c1.json", "bench_api/bench_api_bf16_c4_c16.json")),
     Claim(README, "What it does not do well yet", "chain AUROC within a problem 0.84, 0.83 and 0.77",
           not_derivable=JUDGED, files=JUDGE_266_REPORTS, stored=chain_aurocs),
+    Claim(README, "What it does not do well yet", "token confidence: 0.584 at best, where a tree needs 0.75 here",
+          step_confidence_best, ("value-gsm8k/step_confidence.jsonl.gz", "value-gsm8k/step_confidence.md")),
     Claim(README, "What it does not do well yet", "partial steps at 0.60-0.67", not_derivable=JUDGED,
           files=JUDGE_266_REPORTS, stored=step_aurocs),
     Claim("docs/quality.md", "The check matters:", "gets 41.74/58 with it and 41.11/58",
