@@ -460,7 +460,7 @@ PEERS_AMX = "engines/peers-gsm8k-341-360-amx"
 PEERS_AVX512 = "engines/peers-gsm8k-341-360-avx512"
 
 
-def engines_amx(folder: str = PEERS_AMX) -> str:
+def bench_peers_row(folder: str = PEERS_AMX) -> str:
     """`seed-tot bench --peers`: the default (a) against a tuned llama.cpp server (b)."""
     rows = peers(folder)
     a, b = rows["a"], rows["b"]
@@ -475,10 +475,7 @@ FIRST_AVX512 = "first-command/amd-epyc-avx512-2c"
 
 def first_command_pull(folder: str = FIRST_AVX512) -> str:
     """Wall time of a stored /usr/bin/time -v run of `seed-tot models pull` on an empty cache."""
-    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)",
-                      (RESULTS / folder / "pull.stderr").read_text()).group(1)
-    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock.split(":"))))
-    return f"{seconds:.0f} s of `seed-tot models pull`"
+    return f"{time_v(f'{folder}/pull.stderr')[0]:.0f} s of `seed-tot models pull`"
 
 
 def first_command_stopped(folder: str = FIRST_AVX512) -> str:
@@ -502,10 +499,8 @@ def first_command_choice(folder: str = FIRST_AVX2, winner: str = "llama-cpp",
 
 def first_command_time(run: str, folder: str = FIRST_AVX2) -> str:
     """Wall time and peak memory of a stored /usr/bin/time -v run of the first command."""
-    text = (RESULTS / folder / f"{run}.stderr").read_text()
-    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1)
-    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(clock.split(":"))))
-    peak_gib = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text).group(1)) / 2**20
+    seconds, peak_mib = time_v(f"{folder}/{run}.stderr")
+    peak_gib = peak_mib / 1024
     tail = " the first time" if run == "first" else " once it"
     return f"{seconds:.0f} s and {peak_gib:.1f} GiB{' peak' if run == 'first' else ''}{tail}"
 
@@ -586,9 +581,9 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(README, R["api"], "+0.0% / -2.1% / -2.2% time", api_against_cli,
           ("bench_api/bench_api_bf16_c1.json", "bench_api/bench_api_bf16_c4_c16.json")),
     Claim(README, R["engines_amx"], "4.17x problems per hour (251.9 against 60.4), 4.14x tokens/s, first answer after "
-          "97.6 s against 479.0 s, 12/20 right each, at 1.69x its memory", engines_amx, (f"{PEERS_AMX}/summary.json",)),
+          "97.6 s against 479.0 s, 12/20 right each, at 1.69x its memory", bench_peers_row, (f"{PEERS_AMX}/summary.json",)),
     Claim(README, R["engines_avx512"], "2.33x problems per hour (153.7 against 65.9), 2.05x tokens/s, first answer after "
-          "163.2 s against 590.9 s, 13/20 right each, at 1.63x its memory", lambda: engines_amx(PEERS_AVX512),
+          "163.2 s against 590.9 s, 13/20 right each, at 1.63x its memory", lambda: bench_peers_row(PEERS_AVX512),
           (f"{PEERS_AVX512}/summary.json",)),
     Claim(README, R["engines_avx512"], "decoded 12% fewer tokens",
           lambda: f"decoded {1 - peer_ratio(PEERS_AVX512, 'new_tokens', 'a', 'b'):.0%} fewer tokens",
@@ -1299,12 +1294,12 @@ def api_answers_row() -> str:
         assert None not in cli["answers"].values() and None not in api["answers"].values()
         alike = sum(cli["answers"][problem] == answer for problem, answer in api["answers"].items())
         change = api_time_change(API_ANSWERS, level)
+        at = "at 1 request at a time" if level == 1 else f"at {level} at once"
         if alike == len(api["answers"]) and cli["new_tokens"] == api["new_tokens"]:
-            parts.append(f"the same {alike} answers and {tokens(cli['new_tokens'])} tokens at 1 request at a time "
-                         f"({change} time)")
+            parts.append(f"the same {alike} answers and {tokens(cli['new_tokens'])} tokens {at} ({change} time)")
         else:
             parts.append(f"{alike} of {len(api['answers'])} answers and {tokens(api['new_tokens'])} tokens against "
-                         f"{tokens(cli['new_tokens'])} at {level} at once ({change})")
+                         f"{tokens(cli['new_tokens'])} {at} ({change})")
     return ", ".join(parts)
 
 
