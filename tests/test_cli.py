@@ -223,7 +223,7 @@ def test_add_cot_samples_sends_what_the_search_itself_would_send(tmp_path):
 
 
 def test_method_options_parse_to_booleans_numbers_and_text():
-    from seed_tot.cli.run_config import parse_method_option
+    from seed_tot.cli.run_checks import parse_method_option
     from seed_tot.errors import ConfigError
 
     assert parse_method_option("batched_verify=true") == ("batched_verify", True)

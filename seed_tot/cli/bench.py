@@ -64,7 +64,7 @@ def bench(peers, systems, concurrency, tasks, methods, k_configs, temperatures, 
         raise ConfigError(f"Bad --temperatures {temperatures!r}: give comma-separated numbers such as 0.2,1.0.") from None
     shapes = [parse_k_config(k) for k in k_configs.split(";") if k.strip()]
     rows = plan_rows([m.strip() for m in methods.split(",") if m.strip()], shapes)
-    from seed_tot.cli.run_config import parse_method_option
+    from seed_tot.cli.run_checks import parse_method_option
 
     settings_by_method = row_settings(rows, [parse_method_option(item) for item in method_options])
     task_objs = [get_task(name.strip()) for name in tasks.split(",") if name.strip()]

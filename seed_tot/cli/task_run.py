@@ -12,7 +12,8 @@ import click
 from tqdm import tqdm
 
 from seed_tot.cli.resume import check_resume
-from seed_tot.cli.run_config import RunConfig, check_config, resolve_config, search_settings
+from seed_tot.cli.run_checks import check_config
+from seed_tot.cli.run_config import RunConfig, resolve_config, search_settings
 from seed_tot.cli.run_executor import check_memory_before_loading, load_executor, longest_chain_request
 from seed_tot.errors import ConfigError, SeedTotError
 from seed_tot.records import (

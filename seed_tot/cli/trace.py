@@ -56,7 +56,6 @@ def plot(file: str, out_dir: str | None) -> None:
 def view(source: str, out: str | None) -> None:
     """Write one self-contained HTML page (works offline) that draws a trace's tree, or, given a
     run directory, lists its problems and links each to its tree."""
-    from seed_tot.errors import SeedTotError
     from seed_tot.observe.html_view import write_view
 
     if not source.strip():  # click reads "" as the current folder

@@ -33,7 +33,8 @@ class Finished:
 def resolved_config(config):
     """The server's RunConfig with the method and the default concurrency resolved, checked before
     any model loads (as a task run checks its own); each model id takes its task's own defaults."""
-    from seed_tot.cli.run_config import check_learned_judge, check_numbers, executor_settings, resolve_config
+    from seed_tot.cli.run_checks import check_learned_judge, check_numbers, executor_settings
+    from seed_tot.cli.run_config import resolve_config
 
     if config.search is not None:
         raise ConfigError("--search does not apply to the API: each model id names its search, e.g. gsm8k/bfs.")
