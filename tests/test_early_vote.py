@@ -176,7 +176,8 @@ def test_the_api_server_stops_a_decided_vote_as_the_cli_does():
     """The API server's driver feeds its session through the same flights: the same vote stops there too."""
     import threading
 
-    from seed_tot.cli.api_server.driver import Job, TreeDriver
+    from seed_tot.cli.api_server.driver import TreeDriver
+    from seed_tot.cli.api_server.jobs import Job
 
     answers = {0: "7", 1: "7", 2: "8", 3: "7", 4: "9"}
     lengths = {0: 10, 1: 20, 2: 30, 3: 40, 4: 200}

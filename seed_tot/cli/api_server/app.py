@@ -23,7 +23,7 @@ from starlette.routing import Route
 from seed_tot.errors import SeedTotError
 from seed_tot.cli.api_server.budget import default_work, heaviest_setting, over_budget, token_bound, work_of
 from seed_tot.cli.api_server.catalog import OptionError, extension_names, request_config
-from seed_tot.cli.api_server.driver import DriverClosed, QueueFull
+from seed_tot.cli.api_server.jobs import DriverClosed, QueueFull
 from seed_tot.cli.api_server.problems import ProblemError, problem_from_text
 from seed_tot.cli.api_server.protocol import EXTENSION_CAPS, MAX_N, MAX_TOKENS, ApiError, ParsedRequest, chunk, parse_chat, parse_completion, reply, usage
 from seed_tot.cli.api_server.replies import choice_of

@@ -24,55 +24,17 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from seed_tot.cli.api_server.lanes import (
-    LONG_ROW_TOKENS,
-    ROWS_ALONE,
-    ROWS_PER_REQUEST,
-    Lane,
-    furthest_behind,
-    joining,
-    lane_for,
-    open_lanes,
-    share_kv,
-)
-from seed_tot.errors import SeedTotError
-from seed_tot.requests import Cancel, ContinuousBatching, Executor, GenerationRequest
-from seed_tot.search.base import Search, SearchResult
+from seed_tot.cli.api_server.jobs import DriverClosed, Job, QueueFull, flagged
+from seed_tot.cli.api_server.lanes import (LONG_ROW_TOKENS, ROWS_PER_REQUEST, Lane, feed_fair_share, furthest_behind,
+                                           lane_for, open_lanes, share_kv)
+from seed_tot.requests import ContinuousBatching, Executor
+from seed_tot.search.base import SearchResult
 from seed_tot.search.flights import Flight
 from seed_tot.search.steps import Batch, BatchOutcome, StepRunner, Task, execute, split
-from seed_tot.task import Problem
 
 log = logging.getLogger(__name__)
-
-class DriverClosed(SeedTotError):
-    """The server is shutting down and accepts no new request."""
-
-
-class QueueFull(SeedTotError):
-    """More trees wait than the server was told to hold (--max-queue)."""
-
-
-@dataclass(eq=False)
-class Job:
-    """One request's tree: its id (the trace id), search, problem and callbacks (driver thread)."""
-
-    job_id: str
-    search: Search
-    problem: Problem
-    on_done: Callable[[Any], None]  # called once with the finish() value or an exception
-    on_progress: Callable[[dict], None] = lambda event: None
-    owner: str = ""  # the request whose tree this is (its jobs share the fair share); "" : the job's own id
-    flag: Cancel = field(default_factory=Cancel)  # set with `cancelled`; carried by every request it sends
-    cancelled: bool = False
-    finished: bool = False
-    root: Task | None = None
-    prompt_tokens: int = 0  # prompt tokens of every request the tree sent
-    completion_tokens: int = 0  # tokens generated for the tree
-    batches: int = 0
-    submitted: float = field(default_factory=time.perf_counter)
 
 
 class TreeDriver:
@@ -310,16 +272,7 @@ class TreeDriver:
             self._deliver(job, flight.task, flight.batch.role, flight.outcome())
 
     def _feed(self, lane: Lane) -> None:
-        """Add the lane's flights' requests to its session within each request's fair share (the
-        owners in every lane count)."""
-        live = [flight for flight in self._flights() if not flight.owner.cancelled]
-        shared = len({flight.owner.owner or flight.owner.job_id for flight in live}) > 1
-        live = [flight for flight in lane.feeder.flights if not flight.owner.cancelled]
-        counts = joining([(flight.owner.owner or flight.owner.job_id, flight.in_session, flight.waiting)
-                          for flight in live], self.rows_per_request, ROWS_ALONE, shared=shared)
-        for flight, count in zip(live, counts):
-            if count:
-                lane.feeder.send(flight, count)
+        feed_fair_share(lane, self._flights(), self.rows_per_request)
 
     def _round(self) -> None:
         waiting = [(task, job) for task in self._runner.take_waiting() if (job := self._live(task)) is not None]
@@ -390,7 +343,3 @@ class TreeDriver:
         except Exception:
             log.exception("on_done of %s failed", job.job_id)
 
-
-def flagged(requests: list[GenerationRequest], job: Job) -> list[GenerationRequest]:
-    """The requests as sent for `job`: each carries the job's cancel flag (the search's own stay as they are)."""
-    return [replace(request, cancel=job.flag) for request in requests]

@@ -98,3 +98,16 @@ def pads_rows(executor: Executor) -> bool:
     from seed_tot.scheduling.batched.speculative import BatchedSpeculativeExecutor
 
     return isinstance(executor, (BatchedARExecutor, BatchedSpeculativeExecutor))
+
+
+def feed_fair_share(lane: Lane, flights: list, rows_per_request: int) -> None:
+    """Add the lane's flights' requests to its session within each request's fair share (the owners
+    of `flights`, every lane's, count)."""
+    live = [flight for flight in flights if not flight.owner.cancelled]
+    shared = len({flight.owner.owner or flight.owner.job_id for flight in live}) > 1
+    live = [flight for flight in lane.feeder.flights if not flight.owner.cancelled]
+    counts = joining([(flight.owner.owner or flight.owner.job_id, flight.in_session, flight.waiting)
+                      for flight in live], rows_per_request, ROWS_ALONE, shared=shared)
+    for flight, count in zip(live, counts):
+        if count:
+            lane.feeder.send(flight, count)

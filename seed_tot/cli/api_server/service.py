@@ -12,7 +12,8 @@ from typing import Any, Callable
 from seed_tot.errors import ConfigError
 from seed_tot.cli.api_server.budget import DEFAULT_MAX_REQUEST_TOKENS
 from seed_tot.cli.api_server.catalog import ModelEntry, build_catalog
-from seed_tot.cli.api_server.driver import Job, TreeDriver
+from seed_tot.cli.api_server.driver import TreeDriver
+from seed_tot.cli.api_server.jobs import Job
 from seed_tot.search.base import SearchConfig, SearchResult
 from seed_tot.task import Problem
 
