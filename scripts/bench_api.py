@@ -39,7 +39,8 @@ from pathlib import Path
 import click
 import httpx
 
-from seed_tot.records import machine_facts, write_text_atomically
+from seed_tot.records import write_text_atomically
+from seed_tot.machine_facts import machine_facts
 
 SEED_TOT = [sys.executable, "-m", "seed_tot"]
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import click
 
-from seed_tot.records import machine_facts, read_stored_text, stored_files, write_text_atomically
+from seed_tot.records import read_stored_text, stored_files, write_text_atomically
+from seed_tot.machine_facts import machine_facts
 
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")

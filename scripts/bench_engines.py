@@ -20,7 +20,8 @@ from types import SimpleNamespace
 
 import click
 
-from seed_tot.records import child_peak_rss_mib, peak_rss_mib, write_text_atomically
+from seed_tot.records import write_text_atomically
+from seed_tot.machine_facts import child_peak_rss_mib, peak_rss_mib
 
 
 def requests_for(problem_number: int, thoughts: int, max_new_tokens: int, formatter):

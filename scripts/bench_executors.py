@@ -35,7 +35,8 @@ from seed_tot.config import DecodeConfig
 from seed_tot.metrics import event_records
 from seed_tot.models import load_pair
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.records import RecordLog, load_average, machine_facts, settings_key, write_text_atomically
+from seed_tot.records import RecordLog, settings_key, write_text_atomically
+from seed_tot.machine_facts import load_average, machine_facts
 from seed_tot.scheduling.factory import make_executor
 from seed_tot.scheduling.methods import method_named
 from seed_tot.requests import GenerationRequest, GenerationResult

@@ -40,7 +40,7 @@ def run_arm(target: str, width: int, packed: bool) -> dict:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
 def main(target: str, widths: str, repeats: int, out: Path) -> None:
     from seed_tot.calibration.machine import machine_identity, read_bandwidth_gb_s
-    from seed_tot.records import load_average
+    from seed_tot.machine_facts import load_average
 
     rows = []
     for width in [int(w) for w in widths.split(",")]:

@@ -20,7 +20,8 @@ import time
 import click
 import torch
 
-from seed_tot.records import load_average, machine_facts, write_text_atomically
+from seed_tot.records import write_text_atomically
+from seed_tot.machine_facts import load_average, machine_facts
 from seed_tot.models.loading import load_model
 from seed_tot.runtime import ModelRunner, cache_length, rollback
 from seed_tot.runtime.cache import repeat_rows

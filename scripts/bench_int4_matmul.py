@@ -22,7 +22,8 @@ import time
 import click
 import torch
 
-from seed_tot.records import load_average, machine_facts, write_text_atomically
+from seed_tot.records import write_text_atomically
+from seed_tot.machine_facts import load_average, machine_facts
 
 GROUP = 32
 # (in_features, out_features) of one Qwen2.5-1.5B decoder layer: q, k, v, o, gate, up, down.

@@ -21,7 +21,8 @@ import torch
 from transformers.cache_utils import DynamicLayer
 
 import seed_tot.runtime.cache as cache_module
-from seed_tot.records import machine_facts, write_text_atomically
+from seed_tot.records import write_text_atomically
+from seed_tot.machine_facts import machine_facts
 from seed_tot.models.loading import load_model
 from seed_tot.runtime.ragged import RaggedBatchCache
 

@@ -25,7 +25,8 @@ import torch
 
 from seed_tot.models.loading import load_model
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.records import machine_facts, read_stored_text, stored_files, write_text_atomically
+from seed_tot.records import read_stored_text, stored_files, write_text_atomically
+from seed_tot.machine_facts import machine_facts
 from seed_tot.scheduling.batched.prefill import prefill
 from seed_tot.scheduling.prefix_cache import PrefixCache
 from seed_tot.scheduling.prefix_plan import plan_cost, plan_prefix_sharing, stage_cost

@@ -23,7 +23,8 @@ import click
 import torch
 
 
-from seed_tot.records import machine_facts, write_text_atomically
+from seed_tot.records import write_text_atomically
+from seed_tot.machine_facts import machine_facts
 from seed_tot.decoding.sampling import sample, top_p_filter
 from seed_tot.models.loading import load_model
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from seed_tot.errors import ConfigError
-from seed_tot.records import machine_facts
+from seed_tot.machine_facts import machine_facts
 
 # Bench rows beside the methods: transformers' assisted generation (hf-generate is a method).
 PEERS = {"hf-assisted"}

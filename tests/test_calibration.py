@@ -149,7 +149,7 @@ def test_where_other_work_cannot_be_read_the_load_average_decides(monkeypatch):
 
 
 def test_other_work_is_read_from_the_machine_s_counters():
-    from seed_tot.records import OtherWork, busy_cpu_seconds
+    from seed_tot.machine_facts import OtherWork, busy_cpu_seconds
 
     meter = OtherWork()
     sum(i * i for i in range(200_000))  # this process's own work is not counted as other work

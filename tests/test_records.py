@@ -4,21 +4,8 @@ import stat
 
 import pytest
 
-from seed_tot.records import (
-    ProblemRecord,
-    RecordLog,
-    append_json_lines,
-    append_record,
-    finished_ids,
-    load_records,
-    read_json_lines,
-    child_peak_rss_mib,
-    machine_facts,
-    peak_rss_mib,
-    settings_key,
-    write_json_atomically,
-    write_text_atomically,
-)
+from seed_tot.records import ProblemRecord, RecordLog, append_json_lines, append_record, finished_ids, load_records, read_json_lines, settings_key, write_json_atomically, write_text_atomically
+from seed_tot.machine_facts import child_peak_rss_mib, machine_facts, peak_rss_mib
 
 
 def test_record_log_round_trips_and_ignores_a_torn_last_line(tmp_path):
@@ -104,7 +91,7 @@ def test_machine_facts_name_the_load_the_code_and_the_memory():
 
 
 def test_cpu_facts_name_the_model_and_the_vector_flags_that_set_the_speed():
-    from seed_tot.records import cpu_facts
+    from seed_tot.machine_facts import cpu_facts
 
     cpuinfo = ("processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n"
                "flags\t\t: fpu sse4_2 avx2 fma avx512f avx512_bf16 amx_bf16 amx_tile ht\nprocessor\t: 1\n")

@@ -16,7 +16,8 @@ from seed_tot.calibration.probe import NEW_TOKENS, ROUNDS, RunPath, Timing, time
 from seed_tot.calibration.roofline import compute_bound, speed_bound
 from seed_tot.errors import SeedTotError
 from seed_tot.scheduling.methods import runs_on_llama_cpp
-from seed_tot.records import OtherWork, load_average, write_json_atomically
+from seed_tot.records import write_json_atomically
+from seed_tot.machine_facts import OtherWork, load_average
 
 CALIBRATION_ENV = "SEED_TOT_CALIBRATION_DIR"
 WIDTHS = (4, 8, 16)  # rows timed at once; a run's width is rounded up to one of these (wider costs minutes here)

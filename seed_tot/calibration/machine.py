@@ -9,7 +9,7 @@ import importlib.metadata
 import time
 from functools import lru_cache
 
-from seed_tot.records import cpu_facts
+from seed_tot.machine_facts import cpu_facts
 
 
 def _version(package: str) -> str | None:

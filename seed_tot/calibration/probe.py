@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from seed_tot.calibration.machine import machine_identity
 from seed_tot.config import DecodeConfig
 from seed_tot.reasoning.prompting import PromptFormatter
-from seed_tot.records import OtherWork
+from seed_tot.machine_facts import OtherWork
 from seed_tot.requests import Executor, GenerationRequest
 
 # A made-up word problem (no data set's): the probe measures speed, not answers.

@@ -42,7 +42,8 @@ import click
 from seed_tot.cli.bench_peers_llama import worker_b
 from seed_tot.cli.bench_peers_work import answer_pace, chain_settings, cli_args, default_data, plan_for
 from seed_tot.observe.side_by_side import cores_available, markdown_table, run_measured
-from seed_tot.records import cpu_facts, portable_command, portable_path, read_stored_text, stored_files
+from seed_tot.records import portable_command, portable_path, read_stored_text, stored_files
+from seed_tot.machine_facts import cpu_facts
 
 SYSTEMS = {
     "a": "seed-tot gsm8k (in-process default)",

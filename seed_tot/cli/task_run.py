@@ -138,7 +138,7 @@ def print_run_totals(
     """This invocation's wall time, tokens/s over the run and peak RSS (under --concurrency the
     per-problem seconds above overlap, so the run's own clock is the throughput to compare), with
     the draft worker processes' peaks where the method has them; appended to OUT/runs.jsonl."""
-    from seed_tot.records import cpu_facts, peak_rss_mib
+    from seed_tot.machine_facts import cpu_facts, peak_rss_mib
 
     records = load_records(out / "results.jsonl")[-todo_done:] if todo_done else []
     tokens = sum(r.new_tokens for r in records)

@@ -12,7 +12,7 @@ from seed_tot.api import to_trace
 from seed_tot.distributed.spec import ExecutorSpec, model_names, trace_settings
 from seed_tot.errors import SeedTotError
 from seed_tot.observe.trace import Trace
-from seed_tot.records import peak_rss_mib
+from seed_tot.machine_facts import peak_rss_mib
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.requests import Executor
 from seed_tot.search import SearchConfig, search_class

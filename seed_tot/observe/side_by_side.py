@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from seed_tot.records import OtherWork
+from seed_tot.machine_facts import OtherWork
 from seed_tot.requests import GenerationRequest, GenerationResult
 from seed_tot.search.steps import Steps, drive
 

@@ -29,7 +29,7 @@ class WorkerHandle:
 
 def worker_peak_mib(worker: WorkerHandle) -> float:
     """A live worker's peak resident memory (0 once it has exited)."""
-    from seed_tot.records import child_peak_rss_mib
+    from seed_tot.machine_facts import child_peak_rss_mib
 
     try:
         return child_peak_rss_mib(worker.process.pid)
