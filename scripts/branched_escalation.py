@@ -2,7 +2,7 @@
 afresh, on stored held-out pools.
 
 For every problem of each pool (POOL:SAMPLES, SAMPLES >= 8) the first round is the pool's greedy chain
-and samples 1-4, valued by the head (from TRAIN_DIR's stored held-out features, as
+and samples 1-4, valued by the head (its values stored in VALUES_DIR by scripts/judge_values.py, as
 scripts/judged_escalation.py reads them). Where that judged vote is unsure (its winner holds less than
 --below of the summed values) two second rounds are compared on the same first round: the pool's
 samples 5-8 (afresh, what `--escalate 4` draws) and 4 branches that continue the first half of the
@@ -12,7 +12,7 @@ process and the packaged judge values them). Branches are stored per problem in 
 with their settings, so an interrupted run resumes. Tokens are new (decoded) tokens per problem,
 the greedy chain's included; a branch's prefix is prefilled, not decoded, and reported beside.
 
-    python scripts/branched_escalation.py runs/value-gsm8k-s13 --heldout results/heldout-gsm8k-43-100/cot-pool:16 \\
+    python scripts/branched_escalation.py results/value-gsm8k/judge-values --heldout results/heldout-gsm8k-43-100/cot-pool:16 \\
         --heldout results/heldout-gsm8k-101-160/cot-pool:8 --heldout results/heldout-gsm8k-161-220/cot-pool:8 \\
         --head seed_tot/values/heads/becdaa3f9b2b78ec.safetensors --out results/value-gsm8k/branched_escalation
 """
@@ -189,10 +189,10 @@ def summary(name: str, found: list[dict], resamples: int) -> tuple[list[str], di
 
 
 @click.command()
-@click.argument("train_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("values_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--heldout", multiple=True, required=True, help="POOL:SAMPLES (test problems, >= 8 samples), repeatable.")
 @click.option("--head", "head_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
-              help="The packaged head: it values the stored chains (from TRAIN_DIR's features) and the branches.")
+              help="The packaged head: it values the branches (VALUES_DIR holds its values of the stored chains).")
 @click.option("--below", type=float, default=0.7, show_default=True, help="The second round's threshold.")
 @click.option("--dtype", default="auto", show_default=True)
 @click.option("--method", default="batched-lookup", show_default=True, help="The in-process method decoding branches.")
@@ -200,7 +200,7 @@ def summary(name: str, found: list[dict], resamples: int) -> tuple[list[str], di
 @click.option("--resamples", type=int, default=10_000, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True,
               help="Writes OUT.md, OUT.json and the branches to OUT-branches.jsonl.")
-def main(train_dir, heldout, head_path, below, dtype, method, per_call, resamples, out):
+def main(values_dir, heldout, head_path, below, dtype, method, per_call, resamples, out):
     from seed_tot.observe.comparison import bundled_loader
     from seed_tot.observe.comparison.pools import pool_problems
     from seed_tot_tasks import get_task
@@ -209,7 +209,7 @@ def main(train_dir, heldout, head_path, below, dtype, method, per_call, resample
     store = out.with_name(out.name + "-branches.jsonl")
     store.parent.mkdir(parents=True, exist_ok=True)
     pools = []
-    for spec, (values, samples) in heldout_values(train_dir, head_path, list(heldout)).items():
+    for spec, (values, samples) in heldout_values(values_dir, list(heldout)).items():
         problems = pool_problems(Path(spec.rsplit(":", 1)[0]), get_task, bundled_loader())
         pools.append((spec, values, samples, [problems[pid] for pid in sorted(problems)
                                               if problems[pid].greedy is not None and len(problems[pid].samples) >= 8]))

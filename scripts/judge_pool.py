@@ -4,6 +4,8 @@ calibration, the reranking rules against self-consistency at each K, and a learn
     python scripts/judge_pool.py results/heldout-gsm8k-43-100/cot-pool --train runs/value-gsm8k \
         [--curve 25,50,100,200,400] [--report results/value-gsm8k/heldout_report]
     python scripts/judge_pool.py results/heldout-gsm8k-101-160/cot-pool --head seed_tot/values/heads/HEAD.safetensors
+    python scripts/judge_pool.py results/heldout-gsm8k-161-220/cot-pool --values results/value-gsm8k/judge-values \
+        --samples 8 --report results/value-gsm8k/heldout_161_220_values   # no model: the stored values
 
 --train is a `seed-tot train value --out` folder: its value_head.safetensors is measured, and its
 features (features-<dtype>/) give the learning curve: heads fit with the head's own layer, penalty
@@ -42,12 +44,18 @@ def line_number(problem_id: str) -> int:
 @click.option("--samples", type=int, default=None, help="Use the greedy chain and samples 1..N only (default: all).")
 @click.option("--dtype", default=None, help="Read the pool at this dtype (e.g. bfloat16: how a head fit on float32 "
               "readings ranks the readings of a CPU with native bfloat16). Default: the dtype the head names.")
+@click.option("--values", "values_dir", default=None, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Measure the judge's stored values (scripts/judge_values.py) instead: no model, no learning curve.")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Report path without suffix (default POOL/judge_report).")
 def main(pool: Path, train_dir: Path | None, head_path: Path | None, curve: str, samples: int | None,
-         dtype: str | None, report: Path | None) -> None:
+         dtype: str | None, values_dir: Path | None, report: Path | None) -> None:
+    if values_dir is not None:
+        run_from_values(pool, values_dir, samples, report or pool / "judge_report")
+        return
     if train_dir is None and head_path is None:
-        raise click.UsageError("Give --train (a `seed-tot train value --out` folder) or --head (a head file).")
+        raise click.UsageError("Give --train (a `seed-tot train value --out` folder), --head (a head file) or "
+                               "--values (a folder of stored values).")
     try:
         run(pool, train_dir, head_path or train_dir / "value_head.safetensors",
             [int(n) for n in curve.split(",") if n.strip()], samples, report or pool / "judge_report", dtype)
@@ -59,7 +67,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
         report: Path, dtype: str | None = None) -> None:
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.models.loading import load_model
-    from seed_tot.observe.comparison import bundled_loader, pool_chains
+    from seed_tot.analysis.judge_values import rated_chains
     from seed_tot.analysis.reranking import rerank_table
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head
@@ -93,20 +101,39 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
              "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),
              "feature_seconds_this_run": round(seconds, 1), "feature_tokens_this_run": reader.tokens_read}
     # the reranking rules over the pool's sampled chains (indices 1..K), as scripts/rerank_pool.py does
-    value_of = chain_values(probs, test)
-    rated = {}
-    read = {item.problem_id for item in items}  # a pool still growing may hold problems read after these
-    for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items():
-        if pid not in read:
-            continue
-        answers = chains.answers[:samples] if samples else chains.answers
-        pairs = [(answer, value_of.get((pid, i)) if answer is not None else None)
-                 for i, answer in enumerate(answers, 1)]
-        rated[pid] = (pairs, chains.correct, [0] * len(pairs))
+    rated = rated_chains(pool, chain_values(probs, test), samples, only={item.problem_id for item in items})
     table = rerank_table(rated, f"the learned judge ({head.head_id})", RERANK_K)
     table += [""] + cheaper_than_voting(rated)
     found["learning_curve"] = learning_curve(train_dir, head, curve, test) if train_dir is not None else []
     write_report(report, found, markdown(found, table))
+
+
+def run_from_values(pool: Path, values_dir: Path, samples: int | None, report: Path) -> None:
+    """The same report from the values scripts/judge_values.py stored (VALUES/judge.json names the head)."""
+    found, table = values_report(pool, values_dir, samples)
+    write_report(report, found, markdown(found, table))
+
+
+def values_report(pool: Path, values_dir: Path, samples: int | None) -> tuple[dict, list[str]]:
+    """(the report's record, its reranking table) from the stored values; no model."""
+    import json
+
+    from seed_tot.analysis.judge_values import chain_values, rated_chains, read_value_rows, value_table, values_path
+    from seed_tot.analysis.reranking import rerank_table
+    from seed_tot.values.training import judge_metrics
+
+    about = json.loads((values_dir / "judge.json").read_text())
+    rows = read_value_rows(values_path(values_dir, pool))
+    test, probs = value_table(rows, samples)
+    head = {"layer": about["head_layer"], "scope": about["head_scope"], "l2": about["head_l2"]}
+    if about.get("head_steps"):
+        head["steps"] = about["head_steps"]
+    found = {"pool": str(pool), "samples_per_problem": samples or "all", "read_dtype": about["dtype"],
+             "head_id": about["head_id"], "head": head, "train_problems": about["train_problems"],
+             "values": str(values_dir), "heldout": judge_metrics(probs, test), "learning_curve": []}
+    rated = rated_chains(pool, chain_values(rows, samples), samples, only=set(test.problem_ids()))
+    table = rerank_table(rated, f"the learned judge ({about['head_id']})", RERANK_K)
+    return found, table + [""] + cheaper_than_voting(rated)
 
 
 def learning_curve(train_dir: Path, head, curve: list[int], test) -> list[dict]:

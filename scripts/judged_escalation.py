@@ -9,11 +9,11 @@ smallest threshold of the grid whose expected accuracy is within `--tolerance` p
 drawing every round. Then each held-out pool (POOL:SAMPLES) is simulated with it and compared with
 the plain vote of 8 samples (exact mean over 8-subsets), with a paired bootstrap over problems.
 Expectations are over `--orders` random orders of each problem's samples (seeded per problem);
-tokens are the chains' own new tokens, the greedy chain's included. No model is loaded: TRAIN_DIR is
-a `seed-tot train value --out` folder whose held-out features `scripts/judge_pool.py --train` read.
+tokens are the chains' own new tokens, the greedy chain's included. No model is loaded: VALUES_DIR
+holds the judge's stored values (scripts/judge_values.py: out of fold for the training pool, the
+head's own for the held-out pools).
 
-    python scripts/judged_escalation.py runs/value-gsm8k --pool results/value-gsm8k/train-pool \
-        --head seed_tot/values/heads/HEAD.safetensors \
+    python scripts/judged_escalation.py results/value-gsm8k/judge-values --pool results/value-gsm8k/train-pool \
         --heldout results/heldout-gsm8k-43-100/cot-pool:16 --heldout results/heldout-gsm8k-101-160/cot-pool:8 \
         --out results/value-gsm8k/escalation
 """
@@ -163,34 +163,30 @@ def compare(problems: dict[str, RatedProblem], rounds: tuple[int, ...], threshol
     return rows
 
 
-def heldout_values(train_dir: Path, head_path: Path, specs: list[str]) -> dict[str, tuple[dict, int]]:
-    """{POOL:SAMPLES: (chain values from the head, samples)} from TRAIN_DIR's stored held-out features."""
-    from seed_tot.values.head import load_head
-    from seed_tot.analysis.judge_cv import heldout_tables
-    from seed_tot.values.training import chain_values, predict
-    from seed_tot_tasks import get_task
+def heldout_values(values_dir: Path, specs: list[str]) -> dict[str, tuple[dict, int]]:
+    """{POOL:SAMPLES: (the judge's chain values, samples)} from the values scripts/judge_values.py stored;
+    refused where a pool holds a problem the values' training rows name."""
+    from seed_tot.analysis.judge_values import chain_values, read_value_rows, values_path
 
-    head = load_head(head_path)
+    trained = {row["problem_id"] for path in values_dir.glob("*.jsonl.gz") for row in read_value_rows(path)
+               if row["out_of_fold"]}
     found = {}
-    for spec, table in heldout_tables(train_dir, specs, get_task).items():
-        leaked = set(head.meta["train_problem_ids"]) & set(table.problem_ids())
+    for spec in specs:
+        pool, samples = spec.rsplit(":", 1)
+        rows = read_value_rows(values_path(values_dir, Path(pool)))
+        leaked = trained & {row["problem_id"] for row in rows}
         if leaked:
-            raise click.ClickException(f"{spec.rsplit(':', 1)[0]} holds problems the head was trained on "
-                                       f"({min(leaked)}): measure on held-out problems.")
-        found[spec] = (chain_values(predict(head, table), table), int(spec.rsplit(":", 1)[1]))
+            raise click.ClickException(f"{pool} holds problems the head was trained on ({min(leaked)}): "
+                                       "measure on held-out problems.")
+        found[spec] = (chain_values(rows, int(samples)), int(samples))
     return found
 
 
-def training_values(train_dir: Path, head_path: Path, seed: int) -> dict[tuple[str, int], float]:
-    """Every training chain's value from a head with `head_path`'s settings fit on the other folds."""
-    from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore
-    from seed_tot.values.training import chain_values, out_of_fold
+def training_values(values_dir: Path, pool: Path) -> dict[tuple[str, int], float]:
+    """Every training chain's out-of-fold value (a head with the judge's settings fit on the other folds)."""
+    from seed_tot.analysis.judge_values import chain_values, read_value_rows, values_path
 
-    head = load_head(head_path)
-    store_dir = next(train_dir.glob("features-*"))
-    table = FeatureStore.open(store_dir).table()
-    return chain_values(out_of_fold(table, head.layer, head.meta["l2"], head.meta["scope"], seed=seed), table)
+    return chain_values([row for row in read_value_rows(values_path(values_dir, pool)) if row["out_of_fold"]])
 
 
 def rounds_within(rounds: tuple[int, ...], samples: int) -> tuple[int, ...]:
@@ -206,11 +202,9 @@ def row_line(row: dict) -> str:
 
 
 @click.command()
-@click.argument("train_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("values_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--pool", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
               help="The training rollouts (greedy + samples per problem) the head was fit on.")
-@click.option("--head", "head_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The head measured held out, whose settings the training folds use (default TRAIN_DIR's).")
 @click.option("--heldout", multiple=True, help="POOL:SAMPLES, repeatable (test problems, never trained on).")
 @click.option("--rounds", default="4,4,8", show_default=True, help="Samples drawn in each round.")
 @click.option("--tolerance", type=float, default=0.005, show_default=True,
@@ -219,23 +213,30 @@ def row_line(row: dict) -> str:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--resamples", type=int, default=10_000, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Writes OUT.md and OUT.json.")
-def main(train_dir, pool, head_path, heldout, rounds, tolerance, count, seed, resamples, out):
-    head_path = head_path or train_dir / "value_head.safetensors"
-    rounds = tuple(int(r) for r in rounds.split(","))
+def main(values_dir, pool, heldout, rounds, tolerance, count, seed, resamples, out):
+    found, lines = study(values_dir, pool, list(heldout), tuple(int(r) for r in rounds.split(",")), tolerance, count,
+                         seed, resamples, command=" ".join(sys.argv))
+    write_report(out, found, "\n".join(lines), indent=1)
+
+
+def study(values_dir: Path, pool: Path, heldout: list[str], rounds: tuple[int, ...], tolerance: float, count: int,
+          seed: int, resamples: int, command: str = "") -> tuple[dict, list[str]]:
+    """(the report's record, its markdown lines): the threshold chosen on the training pool's
+    out-of-fold values, then each held-out pool simulated with it."""
     train_samples = 8
-    train = rated_problems(pool, training_values(train_dir, head_path, seed), train_samples)
+    train = rated_problems(pool, training_values(values_dir, pool), train_samples)
     train_rounds = rounds_within(rounds, train_samples)
     threshold, grid = choose_threshold(train, train_rounds, tolerance, count, seed)
-    found = {"command": " ".join(sys.argv), "head": str(head_path), "rounds": rounds, "training_rounds": train_rounds,
+    found = {"command": command, "values": str(values_dir), "rounds": rounds, "training_rounds": train_rounds,
              "tolerance": tolerance, "orders": count, "seed": seed, "threshold": threshold, "training_grid": grid,
              "heldout": {}}
-    lines = ["# A judged vote that samples more where the judge is unsure", "", f"Command: `python {found['command']}`",
+    lines = ["# A judged vote that samples more where the judge is unsure", "", f"Command: `python {command}`",
              "", f"Training problems ({len(train)}, values out of fold, rounds {train_rounds}): always every round "
              f"{grid[0]['always_all_rounds']:.2f}/{len(train)}; threshold chosen **{threshold}**.", "",
              "| threshold | expected correct | new tokens per problem | mean rounds |", "|---|---|---|---|"]
     lines += [f"| {r['threshold']} | {r['correct']:.2f}/{len(train)} | {r['tokens']:,.0f} | {r['mean_rounds']} |"
               for r in grid[1:]]
-    for spec, (values, samples) in heldout_values(train_dir, head_path, list(heldout)).items():
+    for spec, (values, samples) in heldout_values(values_dir, heldout).items():
         problems = rated_problems(Path(spec.rsplit(":", 1)[0]), values, samples)
         rows = compare(problems, rounds_within(rounds, samples), threshold, count, seed, resamples)
         found["heldout"][spec] = rows
@@ -243,7 +244,7 @@ def main(train_dir, pool, head_path, heldout, rounds, tolerance, count, seed, re
                   "| rule | chains at most | expected correct | new tokens per problem | mean rounds "
                   "| - plain vote of 8 (95% paired bootstrap) |", "|---|---|---|---|---|---|"]
         lines += [row_line(row) for row in rows]
-    write_report(out, found, "\n".join(lines), indent=1)
+    return found, lines
 
 
 if __name__ == "__main__":

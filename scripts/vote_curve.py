@@ -13,10 +13,13 @@ drawn in (every K-subset of a problem's samples counted, analysis/vote_counts.py
   (the greedy chain always votes where it answered, and a tie its answer is in goes to it); tokens:
   the greedy chain's plus K-1 mean samples.
 
-Tokens are the chains' new tokens only (no prompt). The judged points are read, not recomputed, from
-the stored reports of scripts/judged_escalation.py (the judge's value of each chain does not ship):
-"escalating vote, up to 1 round(s)" (greedy + 4 judged samples) and "up to 2 round(s)" (4 more where
-unsure: the GSM8K default), each over 200 random orders of the samples.
+Tokens are the chains' new tokens only (no prompt). Two adaptive votes draw greedy + 4 samples and
+then 2 more at a time until the winner holds a share of the votes (plain) or of the summed judge
+values (judged: the packaged judge's stored value of each chain, results/value-gsm8k/judge-values)
+at each threshold, up to 8 or 16 samples (seed_tot/analysis/adaptive_vote.py). The judged default's
+two points are those of scripts/judged_escalation.py's reports: "escalating vote, up to 1 round(s)"
+(greedy + 4 judged samples) and "up to 2 round(s)" (4 more where unsure: the GSM8K default), each
+over 200 random orders of the samples.
 
     python scripts/vote_curve.py --out results/vote-curve
 """
@@ -38,6 +41,7 @@ from seed_tot.analysis.vote_counts import counted_vote_accuracy  # noqa: E402
 
 POOLS = ("results/heldout-gsm8k-43-100/cot-pool", "results/heldout-gsm8k-101-160/cot-pool",
          "results/heldout-gsm8k-161-220/cot-pool")
+VALUES = "results/value-gsm8k/judge-values"
 REPORTS = ("results/value-gsm8k/escalation_266_problems.json", "results/value-gsm8k/escalation_266_problems_161_220.json")
 JUDGED_RULES = {"escalating vote, up to 1 round(s)": "judged, one round (greedy + 4 samples)",
                 "escalating vote, up to 2 round(s)": "judged, two rounds (the default: 4 more where unsure)"}
@@ -50,12 +54,14 @@ ORDERS = 200
 def chains(pool: Path) -> list[dict]:
     """Per problem (sorted ids): the greedy chain's vote and tokens, each sample's vote and tokens,
     and the answers that are right, by the vote's own rule for a chain."""
+    from seed_tot.analysis.judge_values import chain_values, read_value_rows, values_path
     from seed_tot.observe.comparison.folders import bundled_loader
     from seed_tot.observe.comparison.pools import chain_answer, pool_problems
     from seed_tot_tasks import get_task
 
     found = []
     problems = pool_problems(pool, get_task, bundled_loader())
+    values = chain_values(read_value_rows(values_path(ROOT / VALUES, pool)))
     for pid in sorted(problems):
         p = problems[pid]
         if p.greedy is None:
@@ -64,7 +70,10 @@ def chains(pool: Path) -> list[dict]:
         greedy = chain_answer(p.task, p.problem, p.greedy, 0)
         right = {a for a in [greedy, *samples] if a is not None and p.task.score(p.problem, a) == 1.0}
         found.append({"id": pid, "greedy": greedy, "greedy_tokens": p.greedy.stats.new_tokens, "samples": samples,
-                      "sample_tokens": [r.stats.new_tokens for r in p.samples], "correct": right})
+                      "sample_tokens": [r.stats.new_tokens for r in p.samples], "correct": right,
+                      "greedy_value": values.get((pid, 0)) if greedy is not None else None,
+                      "sample_values": [values.get((pid, i)) if a is not None else None
+                                        for i, a in enumerate(samples, 1)]})
     return found
 
 
@@ -92,21 +101,23 @@ def curves(problems: list[dict], max_k: int = MAX_K) -> dict[str, list[dict]]:
 
 
 def adaptive(problems: list[dict]) -> list[dict]:
-    """The plain vote that samples in rounds until sure (seed_tot/analysis/adaptive_vote.py): greedy +
-    4 samples, then 2 more at a time while the winner holds less than the threshold, up to each cap
-    the pool allows; and the plain vote's one second round of 4 where the winner holds < 0.7
-    (`--vote-weight leaf --escalate 4`). Summed over the problems, each averaged over ORDERS orders."""
+    """The votes that sample in rounds until sure (seed_tot/analysis/adaptive_vote.py): greedy + 4
+    samples, then 2 more at a time while the winner holds less than the threshold, up to each cap the
+    pool allows, plain and judged; and the plain vote's one second round of 4 where the winner holds
+    < 0.7 (`--vote-weight leaf --escalate 4`). Summed over the problems, each averaged over ORDERS orders."""
     import zlib
 
     n = len(problems)
     pools = [(zlib.crc32(p["id"].encode()), Pool(p["greedy"], p["greedy_tokens"], p["samples"], p["sample_tokens"],
-                                                  frozenset(p["correct"]))) for p in problems]
+                                                  frozenset(p["correct"]), p["greedy_value"], p["sample_values"]))
+             for p in problems]
     samples = min(len(p["samples"]) for p in problems)
-    rules = [("plain, rounds of 2 until sure", 2, cap, threshold) for cap in CAPS if cap <= samples
-             for threshold in THRESHOLDS] + [("plain, 4 more where unsure", 4, 8, 0.7)]
+    rules = [(f"{kind}, rounds of 2 until sure", 2, cap, threshold) for kind in ("plain", "judged")
+             for cap in CAPS if cap <= samples for threshold in THRESHOLDS] + [("plain, 4 more where unsure", 4, 8, 0.7)]
     rows = []
     for rule, step, cap, threshold in rules:
-        runs = [expected(pool, 4, step, cap, threshold, ORDERS, seed) for seed, pool in pools]
+        judged_rule = rule.startswith("judged")
+        runs = [expected(pool, 4, step, cap, threshold, ORDERS, seed, judged_rule) for seed, pool in pools]
         rows.append({"rule": rule, "step": step, "cap": cap, "threshold": threshold,
                      "correct": round(sum(r[0] for r in runs), 4), "accuracy": round(sum(r[0] for r in runs) / n, 4),
                      "tokens": round(sum(r[1] for r in runs) / n, 1),
@@ -198,13 +209,14 @@ def plot(curve: dict, path: Path) -> None:
                 if name == "plain" and r["k"] in (1, 2, 4, 8, 16):
                     ax.annotate(f"K={r['k']}", (r["tokens"], 100 * r["accuracy"]), textcoords="offset points",
                                 xytext=(0, -13), ha="center", fontsize=8)
-        sure = [r for r in block["adaptive"] if r["rule"].startswith("plain, rounds") and r["cap"] == 8]
-        ax.plot([r["tokens"] for r in sure], [100 * r["accuracy"] for r in sure], ":^", markersize=5,
-                label="plain vote, rounds of 2 until the winner holds 0.6 .. 1.0 (at most 8 samples)")
-        for r in sure:
-            if r["threshold"] in (0.6, 1.0):
-                ax.annotate(f"{r['threshold']:g}", (r["tokens"], 100 * r["accuracy"]), textcoords="offset points",
-                            xytext=(0, 6), ha="center", fontsize=7)
+        for kind, style in (("plain", ":^"), ("judged", "-.v")):
+            sure = [r for r in block["adaptive"] if r["rule"].startswith(f"{kind}, rounds") and r["cap"] == 8]
+            ax.plot([r["tokens"] for r in sure], [100 * r["accuracy"] for r in sure], style, markersize=5,
+                    label=f"{kind} vote, rounds of 2 until the winner holds 0.6 .. 1.0 (at most 8 samples)")
+            for r in sure:
+                if r["threshold"] in (0.6, 1.0):
+                    ax.annotate(f"{r['threshold']:g}", (r["tokens"], 100 * r["accuracy"]), textcoords="offset points",
+                                xytext=(0, 6), ha="center", fontsize=7)
         for row, marker in zip(block["judged"], ("D", "*"), strict=False):
             ax.plot(row["tokens"], 100 * row["accuracy"], marker, markersize=12 if marker == "*" else 8,
                     color="tab:red" if marker == "*" else "tab:purple", label=row["rule"], linestyle="none")
@@ -226,7 +238,7 @@ def plot(curve: dict, path: Path) -> None:
 @click.option("--no-plot", is_flag=True, help="Write curve.json only.")
 def main(out: str, no_plot: bool) -> None:
     curve = {"command": "python scripts/vote_curve.py --out " + out, "pools_read": list(POOLS),
-             "reports_read": list(REPORTS), **build()}
+             "values_read": VALUES, "reports_read": list(REPORTS), **build()}
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "curve.json").write_text(json.dumps(curve, indent=1) + "\n")

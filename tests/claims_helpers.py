@@ -224,9 +224,6 @@ def api_time_change(path: str, concurrency: int) -> str:
     return percent_change(rows[("api", concurrency)]["wall_seconds"], rows[("cli", concurrency)]["wall_seconds"])
 
 
-def escalation_rows(path: str, pool_key: str) -> dict[str, dict]:
-    return {row["rule"]: row for row in stored_json(path)["heldout"][pool_key]}
-
 
 def step_confidence_best() -> str:
     """The best step AUROC of the target's token confidence, from the stored states, and the gate."""
@@ -360,16 +357,72 @@ def api_against_cli() -> str:
                        api_time_change("bench_api/bench_api_bf16_c4_c16.json", 16)]) + " time"
 
 
-ESCALATION_161_220 = "value-gsm8k/escalation_266_problems_161_220.json"
+JUDGE_VALUES = "value-gsm8k/judge-values"  # the packaged judge's value of every chain and state (scripts/judge_values.py)
+VALUES_TRAIN = f"{JUDGE_VALUES}/value-gsm8k-train-pool.jsonl.gz"
+VALUES_43_100 = f"{JUDGE_VALUES}/heldout-gsm8k-43-100.jsonl.gz"
+VALUES_101_160 = f"{JUDGE_VALUES}/heldout-gsm8k-101-160.jsonl.gz"
+VALUES_161_220 = f"{JUDGE_VALUES}/heldout-gsm8k-161-220.jsonl.gz"
+VALUES_HELD = (VALUES_43_100, VALUES_101_160, VALUES_161_220)
+ESCALATION_VALUES = (VALUES_TRAIN, VALUES_43_100, VALUES_101_160, VALUES_161_220, "value-gsm8k/train-pool",
+                     "heldout-gsm8k-43-100/cot-pool", "heldout-gsm8k-101-160/cot-pool", "heldout-gsm8k-161-220/cot-pool")
+HELD_43, HELD_101, HELD_161 = ("results/heldout-gsm8k-43-100/cot-pool", "results/heldout-gsm8k-101-160/cot-pool",
+                              "results/heldout-gsm8k-161-220/cot-pool")
+HELDOUT_SAMPLES = {HELD_43: 16, HELD_101: 8,
+                   HELD_161: 8}  # the samples each quoted study used
+
+
+@lru_cache(maxsize=None)
+def judge_report(pool: str) -> tuple[dict, tuple[str, ...]]:
+    """scripts/judge_pool.py --values's record and reranking table of a held-out pool: the judge's
+    AUROCs and votes from its stored values, no model."""
+    _scripts_on_path()
+    from judge_pool import values_report
+
+    found, table = values_report(ROOT / pool, RESULTS / JUDGE_VALUES, HELDOUT_SAMPLES[pool])
+    return found, tuple(table)
+
+
+def rerank_cells(pool: str, k: int) -> list[str]:
+    """The reranking table's row at K: K, plain vote, best-of-K, its gain, weighted vote, its gain."""
+    row = next(line for line in judge_report(pool)[1] if line.startswith(f"| {k} |"))
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def weighted_vote(pool: str, k: int) -> str:
+    return rerank_cells(pool, k)[4].split("/")[0]
+
+
+def weighted_gain(pool: str, k: int) -> str:
+    """'+2.9% [+0.8%, +5.5%]' as the pages write it: '+2.9 [+0.8, +5.5]'."""
+    return rerank_cells(pool, k)[5].replace("%", "")
+
+
+def values_auroc(field: str, *pools: str, digits: tuple[int, ...] = ()) -> str:
+    found = [judge_report(pool)[0]["heldout"][field] for pool in pools]
+    return " / ".join(f"{v:.{d}f}" for v, d in zip(found, digits or (3,) * len(found), strict=True))
+
+
+@lru_cache(maxsize=None)
+def escalation_study() -> dict[str, dict[str, dict]]:
+    """scripts/judged_escalation.py re-run on the stored values: the threshold chosen on the training
+    pool's out-of-fold values, each held-out pool's rows by rule."""
+    _scripts_on_path()
+    from judged_escalation import study
+
+    heldout = [f"{ROOT / pool}:{samples}" for pool, samples in HELDOUT_SAMPLES.items()]
+    found, _ = study(RESULTS / JUDGE_VALUES, RESULTS / "value-gsm8k/train-pool", heldout, (4, 4, 8), 0.005, 200, 0, 10_000)
+    rows = {spec.rsplit(":", 1)[0].removeprefix(f"{ROOT}/"): {row["rule"]: row for row in table}
+            for spec, table in found["heldout"].items()}
+    return {"threshold": found["threshold"], **rows}
 
 
 def escalated_161_220() -> str:
-    row = escalation_rows(ESCALATION_161_220, "results/heldout-gsm8k-161-220/cot-pool:8")["escalating vote, up to 2 round(s)"]
+    row = escalation_study()[HELD_161][TWO_ROUNDS]
     return f"{row['correct']:.1f}/{row['problems']} at {tokens(row['tokens'])} tokens per problem"
 
 
 def escalated_161_220_interval() -> str:
-    row = escalation_rows(ESCALATION_161_220, "results/heldout-gsm8k-161-220/cot-pool:8")["escalating vote, up to 2 round(s)"]
+    row = escalation_study()[HELD_161][TWO_ROUNDS]
     low, high = row["ci95"]
     return f"{points(row['minus_vote_of_8'])} points [{points(low)}, {points(high)}]"
 
@@ -451,8 +504,6 @@ def plain_bfs_against_guided() -> str:
             f"({paired_interval(differences)})")
 
 
-JUDGE_VALUES = ("the judge's value of each chain is not stored (its features are in runs/value-gsm8k-s13, "
-                "which does not ship): only the aggregate report is, and re-reading needs the target model")
 BLIND_FILES = (BLIND_TABLE, *(folder for seed in BLIND_SEED_RUNS for folder in seed))
 
 FIRST_AVX2 = "first-command/amd-epyc-avx2-2c"
@@ -533,10 +584,8 @@ CLAIMS: tuple[Claim, ...] = (
     Claim(README, R["gsm8k43"], "42/58 at 1,338 tokens per problem / 40/58 at 2,555", gsm8k_43_100,
           ("heldout-gsm8k-43-100/tree-bfs-logits-path",)),
     Claim(README, R["gsm8k161"], "42.8/60 at 2,321", plain_vote_161_220, ("heldout-gsm8k-161-220/cot-pool",)),
-    Claim(README, R["gsm8k161"], "45.8/60 at 1,986 tokens per problem", not_derivable=JUDGE_VALUES,
-          files=(ESCALATION_161_220,), stored=escalated_161_220),
-    Claim(README, R["gsm8k161"], "+5.1 points [+0.6, +10.8]", not_derivable=JUDGE_VALUES,
-          files=(ESCALATION_161_220,), stored=escalated_161_220_interval),
+    Claim(README, R["gsm8k161"], "45.8/60 at 1,986 tokens per problem", escalated_161_220, ESCALATION_VALUES),
+    Claim(README, R["gsm8k161"], "+5.1 points [+0.6, +10.8]", escalated_161_220_interval, ESCALATION_VALUES),
     Claim(README, R["bw"], "14/20 / 7/20 / 1/20", blocksworld_41_60,
           ("blocksworld-41-60/mcts-choose", "blocksworld-41-60/choose")),
     Claim(README, R["blind"], "model-guided 27/40 / 16/40", model_guided_10_iterations,
@@ -835,20 +884,19 @@ def one_round_161_220() -> str:
     return f"the one-round judged vote on 161-220 {sum(p['one_round'][0] for p in found):.2f}/{len(found)}"
 
 
-ESCALATION = "value-gsm8k/escalation_266_problems.json"
 TWO_ROUNDS = "escalating vote, up to 2 round(s)"
 
 
-def escalated(path: str, pool_key: str) -> tuple[str, str, str]:
-    row = escalation_rows(path, pool_key)[TWO_ROUNDS]
+def escalated(pool: str) -> tuple[str, str, str]:
+    row = escalation_study()[pool][TWO_ROUNDS]
     low, high = row["ci95"]
     return f"{row['correct']:.2f}/{row['problems']}", tokens(row["tokens"]), f"{points(row['minus_vote_of_8'])} [{points(low)}, {points(high)}]"
 
 
-def escalation_stored() -> str:
-    first = escalated(ESCALATION, "results/heldout-gsm8k-43-100/cot-pool:16")
-    second = escalated(ESCALATION, "results/heldout-gsm8k-101-160/cot-pool:8")
-    third = escalated(ESCALATION_161_220, "results/heldout-gsm8k-161-220/cot-pool:8")
+def escalation_derived() -> str:
+    first = escalated(HELD_43)
+    second = escalated(HELD_101)
+    third = escalated(HELD_161)
     return (f"{first[0]} at {first[1]} tokens ({first[2].replace(' [', ' points [')}) / {second[0]} at {second[1]} "
             f"({second[2]}) / {third[0]} at {third[1]}")
 
@@ -872,7 +920,6 @@ def judged_auroc(row: str, text: str, *paths: str, digits: tuple[int, ...] = ())
 JUDGE_72_101 = ("heldout-gsm8k-101-160/judge_report_72_problems.json",)
 JUDGE_72_43 = ("value-gsm8k/heldout_report_72_problems_16_samples_bf16_readings.json",)
 JUDGE_216 = ("value-gsm8k/heldout_43_100_report_216_problems_16_samples.json", "value-gsm8k/heldout_101_160_report_216_problems.json")
-JUDGE_266 = ("value-gsm8k/heldout_43_100_report_266_problems_16_samples.json", "value-gsm8k/heldout_101_160_report_266_problems.json")
 
 QUALITY_CLAIMS: tuple[Claim, ...] = (
     Claim(RESULTS_README, Q["43-100"], "42/58 at 1,338 tokens / 40/58 at 2,555 / 41.74/58 at 2,139 / 41.50/58 at 4,278; "
@@ -893,22 +940,27 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
     *judged(Q["216p"], "41.25", "41.31", "+2.8 points [+0.6, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_216),
     Claim(RESULTS_README, Q["266p"], "/ 39.52 / 41.74 of 58", lambda: f"/ {plain_votes(POOL_43_100, (4, 8))} of 58", (POOL_43_100,)),
     Claim(RESULTS_README, Q["266p"], "/ 37.80 / 41.75 of 60", lambda: f"/ {plain_votes(POOL_101_160, (4, 8))} of 60", (POOL_101_160,)),
-    judged_auroc(Q["266p"], "0.8415 / 0.8345", *JUDGE_266, digits=(4, 4)),
-    *judged(Q["266p"], "41.45", "41.31", "+2.9 points [+0.8, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_266),
+    Claim(RESULTS_README, Q["266p"], "0.8415 / 0.8345",
+          lambda: values_auroc("chain_auroc_within", HELD_43, HELD_101, digits=(4, 4)), VALUES_HELD[:2]),
+    Claim(RESULTS_README, Q["266p"], "41.45 / 39.52", lambda: f"{weighted_vote(HELD_43, 4)} / 39.52", VALUES_HELD[:1]),
+    Claim(RESULTS_README, Q["266p"], "41.31 / 37.80", lambda: f"{weighted_vote(HELD_101, 4)} / 37.80", VALUES_HELD[1:2]),
+    Claim(RESULTS_README, Q["266p"], "+2.9 points [+0.8, +5.5] / +3.8 [+0.0, +8.8]",
+          lambda: f"{weighted_gain(HELD_43, 8).replace(' [', ' points [')} / {weighted_gain(HELD_101, 8)}", VALUES_HELD[:2]),
     Claim(RESULTS_README, Q["escalate"], "against 42.75 at 2,321",
           lambda: f"against {pool_vote(POOL_161_220, 8):.2f} at {tokens(pool_tokens(POOL_161_220, 8))}", (POOL_161_220,)),
     Claim(RESULTS_README, Q["escalate"], "45.93/58 at 1,791 tokens (+7.2 points [+2.3, +12.9]) / 43.87/60 at 1,949 "
-          "(+3.5 [+0.3, +8.0]) / 45.79/60 at 1,986", not_derivable=JUDGED, files=(ESCALATION, ESCALATION_161_220),
-          stored=escalation_stored),
-    Claim(RESULTS_README, Q["escalate"], "(+5.1 [+0.6, +10.8])", not_derivable=JUDGED, files=(ESCALATION_161_220,),
-          stored=lambda: f"({escalated(ESCALATION_161_220, 'results/heldout-gsm8k-161-220/cot-pool:8')[2]})"),
+          "(+3.5 [+0.3, +8.0]) / 45.79/60 at 1,986", escalation_derived, ESCALATION_VALUES),
+    Claim(RESULTS_README, Q["escalate"], "(+5.1 [+0.6, +10.8])", lambda: f"({escalated(HELD_161)[2]})", ESCALATION_VALUES),
+    Claim(RESULTS_README, Q["escalate"], "(threshold 0.7 chosen on training problems)",
+          lambda: f"(threshold {escalation_study()['threshold']} chosen on training problems)", ESCALATION_VALUES),
     Claim(RESULTS_README, Q["escalate"], "the one-round judged vote on 161-220 46.00/60", one_round_161_220, (BRANCHED_FILE,)),
     Claim(RESULTS_README, Q["mcts-judge"], "4/10 at 10,379 tokens per problem (one vote per path 6/10); its chains' vote "
           "alone 7/10 at 1,497; self-consistency of 8 6.61/10 at 2,362", mcts_learned_row, (MCTS_LEARNED, POOL_43_100)),
     Claim(RESULTS_README, Q["branched"], "129/178 at 1,652 tokens against 135/178 at 1,885 (-3.4 points [-7.9, +1.1]); "
           "one round 131/178 at 1,407", branched_row, (BRANCHED_FILE,)),
-    judged_auroc(Q["161-judge"], "0.768", "value-gsm8k/heldout_161_220_report_266_problems.json"),
-    *judged(Q["161-judge"], "+3.8 points [-0.4, +9.2]", files=("value-gsm8k/heldout_161_220_report_266_problems.json",)),
+    Claim(RESULTS_README, Q["161-judge"], "0.768", lambda: values_auroc("chain_auroc_within", HELD_161), VALUES_HELD[2:]),
+    Claim(RESULTS_README, Q["161-judge"], "+3.8 points [-0.4, +9.2]",
+          lambda: weighted_gain(HELD_161, 8).replace(" [", " points ["), VALUES_HELD[2:]),
     Claim(RESULTS_README, Q["curve"], "0.793 / 0.817 / 0.822 (43-100), 0.796 / 0.816 / 0.827 (101-160)",
           not_derivable=CURVE, files=("value-gsm8k/learning_curve_216_problems.json",)),
     Claim(RESULTS_README, Q["1-30"], "14/30 / 17/30", lambda: final_and_cot("quality-gsm8k"), ("quality-gsm8k",)),
@@ -931,12 +983,9 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
 TABLES = {README: (("## What it achieves", -1),), RESULTS_README: ((QUALITY_TABLE, 1), (SPEED_TABLE, 1))}
 
 
-JUDGE_266_REPORTS = tuple(f"value-gsm8k/{name}.json" for name in (
-    "heldout_43_100_report_266_problems_16_samples", "heldout_101_160_report_266_problems", "heldout_161_220_report_266_problems"))
-
-
 def judge_aurocs(field: str) -> list[float]:
-    return [stored_json(path)["heldout"][field] for path in JUDGE_266_REPORTS]
+    """A measure of the packaged judge on the three held-out pools, from its stored values."""
+    return [judge_report(pool)[0]["heldout"][field] for pool in HELDOUT_SAMPLES]
 
 
 def chain_aurocs() -> str:
@@ -1007,11 +1056,10 @@ DOCS_CLAIMS: tuple[Claim, ...] = (
     Claim(README, "An OpenAI-compatible endpoint.", "+0.0%, -2.1%, -2.2% time at 1, 4, 16 requests at once", api_paragraph,
           ("bench_api/bench_api_bf16_c1.json", "bench_api/bench_api_bf16_c4_c16.json")),
     Claim(README, "What it does not do well yet", "chain AUROC within a problem 0.84, 0.83 and 0.77",
-          not_derivable=JUDGED, files=JUDGE_266_REPORTS, stored=chain_aurocs),
+          chain_aurocs, VALUES_HELD),
     Claim(README, "What it does not do well yet", "token confidence: 0.584 at best, where a tree needs 0.75 here",
           step_confidence_best, ("value-gsm8k/step_confidence.jsonl.gz", "value-gsm8k/step_confidence.md")),
-    Claim(README, "What it does not do well yet", "partial steps at 0.60-0.67", not_derivable=JUDGED,
-          files=JUDGE_266_REPORTS, stored=step_aurocs),
+    Claim(README, "What it does not do well yet", "partial steps at 0.60-0.67", step_aurocs, VALUES_HELD),
     Claim("docs/quality.md", "The check matters:", "gets 41.74/58 with it and 41.11/58",
           lambda: f"gets {pool_vote(POOL_43_100, 8):.2f}/58 with it and {pool_vote(POOL_43_100, 8, arithmetic_check=False):.2f}/58",
           (POOL_43_100,)),
