@@ -61,3 +61,22 @@ def requires_real_models(test):
     """Marks a test `real` (pytest -m real selects them) and skips it unless SEED_TOT_REAL_MODELS=1."""
     skip = pytest.mark.skipif(not real_models_enabled(), reason="set SEED_TOT_REAL_MODELS=1 after `seed-tot models pull`")
     return pytest.mark.real(skip(test))
+
+
+_SCRIPT_TEST_FILES: dict[str, bool] = {}
+
+
+def _tests_a_script(path: str) -> bool:
+    """A test file that imports a script of scripts/ (the measurement code, not the package)."""
+    if path not in _SCRIPT_TEST_FILES:
+        text = open(path, encoding="utf-8").read()
+        _SCRIPT_TEST_FILES[path] = "load_script(" in text or "_scripts_on_path()" in text
+    return _SCRIPT_TEST_FILES[path]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests of scripts/ `scripts`, so `-m "not slow and not scripts"` runs the package's
+    own tests alone (the quick loop while developing; CI runs everything)."""
+    for item in items:
+        if _tests_a_script(str(item.fspath)):
+            item.add_marker(pytest.mark.scripts)
