@@ -29,8 +29,8 @@ from seed_tot.errors import SeedTotError
 from seed_tot.observe.comparison.runs import problem_of, read_jsonl, trace_of
 from seed_tot.search import BFSConfig, search_class
 from seed_tot.task import select_problems
-from seed_tot.values.rollout_engine import load_rollout_target, open_rollout_executor
-from seed_tot.values.rollouts import POOL_FILE
+from seed_tot.training.value.rollout_engine import load_rollout_target, open_rollout_executor
+from seed_tot.training.value.rollouts import POOL_FILE
 from seed_tot_tasks import get_task
 
 POOL_TARGET = "default-target"

@@ -80,7 +80,7 @@ def timed_choices(label: str, load, readings) -> tuple[list[torch.Tensor], dict]
 @click.option("--out", type=click.Path(path_type=Path), required=True)
 def main(pool: Path, target: str, dtype: str, chains: int, out: Path) -> None:
     from seed_tot.models.loading import load_model
-    from seed_tot.values.store import chains_of_pool
+    from seed_tot.training.value.store import chains_of_pool
     from seed_tot_tasks import get_task
 
     items = chains_of_pool(pool, get_task, samples=0)[:chains]

@@ -19,8 +19,8 @@ import click
 import torch
 
 from seed_tot.analysis.judge_cv import out_of_fold_logits
-from seed_tot.values.store import FeatureStore
-from seed_tot.values.training import within_problem_auroc
+from seed_tot.training.value.store import FeatureStore
+from seed_tot.training.value.fit import within_problem_auroc
 
 
 def chain_means(table, layer_index: int) -> torch.Tensor:

@@ -64,7 +64,7 @@ def comparison(rows: list[dict], judge_logit: dict, l2s: tuple[float, ...] = (0.
     """(what scores the chains, chain AUROC within a problem) for the judge, each confidence feature,
     and the cross-validated heads on confidence alone and on the judge with confidence."""
     from seed_tot.analysis.judge_cv import out_of_fold_logits
-    from seed_tot.values.training import within_problem_auroc
+    from seed_tot.training.value.fit import within_problem_auroc
 
     rows = [r for r in rows if (r["problem_id"], r["chain_index"]) in judge_logit]
     labels = torch.tensor([r["correct"] for r in rows])
@@ -107,7 +107,7 @@ def fit_and_score(train_rows: list[dict], train_logit: dict, test_rows: list[dic
 def heldout_logits(train_dir: Path, pool: Path, samples: int) -> dict:
     """(problem id, chain index) -> TRAIN_DIR's head's logit for the pool's whole chains (stored features)."""
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool
+    from seed_tot.training.value.store import FeatureStore, chain_keys, chains_of_pool
     from seed_tot_tasks import get_task
 
     head = load_head(train_dir / "value_head.safetensors")
@@ -122,8 +122,8 @@ def heldout_logits(train_dir: Path, pool: Path, samples: int) -> dict:
 def judge_logits(train_dir: Path) -> dict:
     """(problem id, chain index) -> the out-of-fold logit of a head with TRAIN_DIR's settings, per whole chain."""
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore
-    from seed_tot.values.training import out_of_fold
+    from seed_tot.training.value.store import FeatureStore
+    from seed_tot.training.value.fit import out_of_fold
 
     head = load_head(train_dir / "value_head.safetensors")
     store_dir = next(train_dir.glob("features-*"))
@@ -143,7 +143,7 @@ def judge_logits(train_dir: Path) -> dict:
 @click.option("--heldout", default=None, help="POOL:SAMPLES of held-out chains to score with judge + confidence.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Path without suffix.")
 def main(train_dir, pool, problems, target, dtype, no_read, heldout, out):
-    from seed_tot.values.store import chains_of_pool
+    from seed_tot.training.value.store import chains_of_pool
     from seed_tot_tasks import get_task
 
     rows_path = out.with_suffix(".jsonl")
@@ -172,8 +172,8 @@ def main(train_dir, pool, problems, target, dtype, no_read, heldout, out):
 
 
 def held_out_lines(train_dir, heldout, rows, train_logit, l2, model, target, dtype, out) -> list[str]:
-    from seed_tot.values.store import chains_of_pool
-    from seed_tot.values.training import within_problem_auroc
+    from seed_tot.training.value.store import chains_of_pool
+    from seed_tot.training.value.fit import within_problem_auroc
     from seed_tot_tasks import get_task
 
     pool, samples = heldout.rsplit(":", 1)

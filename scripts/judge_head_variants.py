@@ -21,8 +21,8 @@ import click
 import torch
 
 from seed_tot.values.head import fit_logistic, standardiser
-from seed_tot.values.store import FeatureStore
-from seed_tot.values.training import chain_weights, grouped_folds, judge_metrics
+from seed_tot.training.value.store import FeatureStore
+from seed_tot.training.value.fit import chain_weights, grouped_folds, judge_metrics
 
 MAX_PAIRS = 200_000
 

@@ -31,7 +31,7 @@ import torch
 
 def per_problem_auroc(scores: torch.Tensor, table) -> dict[str, float]:
     """Chain AUROC within each problem that has right and wrong whole chains."""
-    from seed_tot.values.training import per_problem_auroc as within_each
+    from seed_tot.training.value.fit import per_problem_auroc as within_each
 
     final = table.final.tolist()
     pick = lambda values: [v for v, f in zip(values, final, strict=True) if f]  # noqa: E731
@@ -99,8 +99,8 @@ def main(train_dir, heldout, sizes, draws, goal, fit_from, resamples, seed, out)
     from seed_tot.analysis.report_files import write_report
     from seed_tot.values.head import load_head
     from seed_tot.analysis.judge_cv import heldout_tables
-    from seed_tot.values.store import FeatureStore
-    from seed_tot.values.training import fit_head
+    from seed_tot.training.value.store import FeatureStore
+    from seed_tot.training.value.fit import fit_head
     from seed_tot_tasks import get_task
 
     torch.set_num_threads(1)

@@ -28,7 +28,7 @@ L2S = (0.1, 1.0, 10.0)
 
 def chain_readings(pool: Path, samples: int | None) -> list[dict]:
     from seed_tot.values.states import answer_end
-    from seed_tot.values.store import chains_of_pool
+    from seed_tot.training.value.store import chains_of_pool
     from seed_tot_tasks import get_task
 
     rows = []
@@ -67,7 +67,7 @@ def fit(x: torch.Tensor, y: torch.Tensor, l2: float):
 
 
 def cv_auroc(x: torch.Tensor, y: torch.Tensor, pids: list[str], l2: float, seeds=(0, 1, 2)) -> float:
-    from seed_tot.values.training import grouped_folds, within_problem_auroc
+    from seed_tot.training.value.fit import grouped_folds, within_problem_auroc
 
     found = []
     for seed in seeds:
@@ -93,7 +93,7 @@ def main(train_pool: Path, heldout_pool: Path, heldout_samples: int | None, laye
          out: Path, feature_dir: Path | None) -> None:
     from seed_tot.models.loading import load_model
     from seed_tot.values.features import FeatureReader
-    from seed_tot.values.training import within_problem_auroc
+    from seed_tot.training.value.fit import within_problem_auroc
 
     layer_list = tuple(int(n) for n in layers.split(","))
     train_rows = chain_readings(train_pool, None)

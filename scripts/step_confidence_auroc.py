@@ -94,7 +94,7 @@ def read_rows(path: Path) -> list[dict]:
 def measure(rows: list[dict], l2s: tuple[float, ...] = (0.01, 0.1, 1.0)) -> list[tuple[str, float]]:
     """(what scores the states, step AUROC within a problem) for each feature and the out-of-fold heads."""
     from seed_tot.analysis.judge_cv import out_of_fold_logits
-    from seed_tot.values.training import within_problem_auroc
+    from seed_tot.training.value.fit import within_problem_auroc
 
     labels = torch.tensor([r["correct"] for r in rows])
     problems = [r["problem_id"] for r in rows]
@@ -130,7 +130,7 @@ def report(rows: list[dict], found: list[tuple[str, float]], command: str) -> st
 @click.option("--no-read", is_flag=True, help="Only measure the rows OUT.jsonl (or OUT.jsonl.gz) holds (no model).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Path without suffix.")
 def main(pool, problems, target, dtype, no_read, out):
-    from seed_tot.values.store import chains_of_pool
+    from seed_tot.training.value.store import chains_of_pool
     from seed_tot_tasks import get_task
 
     rows_path = out.with_suffix(".jsonl")

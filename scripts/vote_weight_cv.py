@@ -28,8 +28,8 @@ POWERS = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 def out_of_fold_chain_values(train_dir: Path, seed: int) -> dict[tuple[str, int], float]:
     """(problem id, chain index) -> the whole chain's value from a head that never saw its problem."""
-    from seed_tot.values.store import FeatureStore
-    from seed_tot.values.training import chain_values, out_of_fold
+    from seed_tot.training.value.store import FeatureStore
+    from seed_tot.training.value.fit import chain_values, out_of_fold
 
     report = json.loads((train_dir / "fit_report.json").read_text())
     chosen = report["chosen"]

@@ -164,7 +164,7 @@ def test_a_pool_grown_in_two_runs_joins_its_rows_in_index_order(tmp_path):
 
 def test_a_second_writer_of_a_pool_is_refused(tmp_path):
     from seed_tot.errors import SeedTotError
-    from seed_tot.values.rollouts import hold_output
+    from seed_tot.training.value.rollouts import hold_output
 
     first = hold_output(tmp_path / "cot_samples.jsonl")
     with pytest.raises(SeedTotError, match="Another collection is writing"):

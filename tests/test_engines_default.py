@@ -54,7 +54,7 @@ def test_the_embedded_server_uses_every_core_it_may_run_on_whatever_the_load(mon
 @no_gpu
 def test_rollouts_follow_the_same_choice_when_only_sampling(monkeypatch):
     import seed_tot.models.loading as loading
-    from seed_tot.values.rollout_engine import resolve_rollout_engine
+    from seed_tot.training.value.rollout_engine import resolve_rollout_engine
 
     monkeypatch.setattr(loading, "cpu_supports_bf16", lambda: False)
     monkeypatch.setattr(loading, "cpu_supports_fp16", lambda: False)

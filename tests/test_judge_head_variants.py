@@ -3,7 +3,7 @@
 import torch
 from script_helpers import load_script
 
-from seed_tot.values.store import FeatureStore
+from seed_tot.training.value.store import FeatureStore
 
 variants = load_script("judge_head_variants")
 

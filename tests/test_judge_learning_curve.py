@@ -33,7 +33,7 @@ def test_a_measured_size_that_reaches_the_goal_is_the_answer():
 
 def test_a_run_on_stored_features_writes_a_row_per_pool(tmp_path):
     """Training features carry the outcome in feature 0; held-out chains of two pools are read back."""
-    from seed_tot.values.store import FeatureStore
+    from seed_tot.training.value.store import FeatureStore
 
     generator = torch.Generator().manual_seed(0)
     settings = {"target": "tiny", "target_fingerprint": "x", "dtype": "float32", "layers": [1], "feature_rule": "r"}

@@ -111,7 +111,7 @@ def test_a_trained_head_names_its_training_data_by_repository_path_and_sha256(tm
     from seed_tot.cli.train_value import fit_and_save
     from seed_tot.values.features import FEATURE_RULE
     from seed_tot.values.head import load_head
-    from seed_tot.values.training import StateTable
+    from seed_tot.training.value.fit import StateTable
     from seed_tot_tasks.base import DATA_DIR
 
     g = torch.Generator().manual_seed(0)

@@ -102,7 +102,7 @@ def test_vote_weight_cv_values_each_training_chain_by_a_head_that_never_saw_its_
     import torch
 
     from seed_tot.observe.paired_stats import expected_vote_accuracy
-    from seed_tot.values.store import FeatureStore
+    from seed_tot.training.value.store import FeatureStore
 
     generator = torch.Generator().manual_seed(0)
     answers = {f"gsm8k-train-{n}": [["7", "8", "8", "9"], ["7", "7", "8", "6"]][n % 2] for n in range(1, 13)}

@@ -12,7 +12,7 @@ from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading, famil
 from seed_tot.values.reading_memory import ReadingMemory, common_length
 from seed_tot.values.head import ValueHead, fit_logistic, load_head
 from seed_tot.values.states import answer_end, last_token_before, reading_ends, state_ends
-from seed_tot.values.training import (
+from seed_tot.training.value.fit import (
     StateTable,
     calibration,
     fit_head,
@@ -346,7 +346,7 @@ def test_every_shipped_head_was_trained_on_training_problems_only():
 
 
 def test_a_store_reads_only_the_chains_it_lacks_and_gives_back_the_chains_asked_for(tiny_pair, tmp_path):
-    from seed_tot.values.store import Chain, FeatureStore, ProblemChains, chain_keys, extract
+    from seed_tot.training.value.store import Chain, FeatureStore, ProblemChains, chain_keys, extract
 
     _, target = tiny_pair
     reader = FeatureReader(target, (1,))

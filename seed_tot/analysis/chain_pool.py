@@ -18,8 +18,8 @@ from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import read_json_lines
 from seed_tot.search.chains import cot_requests
 from seed_tot.search.settings import SearchConfig
-from seed_tot.values.rollout_engine import engine_settings
-from seed_tot.values.rollouts import POOL_FILE, chains_row, hold_output, pool_settings
+from seed_tot.training.value.rollout_engine import engine_settings
+from seed_tot.training.value.rollouts import POOL_FILE, chains_row, hold_output, pool_settings
 
 
 def missing_chains(out_path: Path, jobs: list, samples: int) -> list:

@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 
 from seed_tot.values.head import fit_logistic
-from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool
-from seed_tot.values.training import StateTable, grouped_folds
+from seed_tot.training.value.store import FeatureStore, chain_keys, chains_of_pool
+from seed_tot.training.value.fit import StateTable, grouped_folds
 
 
 def heldout_tables(train_dir: Path, specs: list[str], task_of) -> dict[str, StateTable]:

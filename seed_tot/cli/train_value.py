@@ -20,7 +20,7 @@ from pathlib import Path
 import click
 
 from seed_tot.errors import ConfigError, SeedTotError
-from seed_tot.values.rollout_engine import (
+from seed_tot.training.value.rollout_engine import (
     ROLLOUT_ENGINE_CHOICES,
     load_rollout_target,
     open_rollout_executor,
@@ -97,7 +97,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     from seed_tot.models.fingerprint import weights_fingerprint
     from seed_tot.runtime.hidden import decoder_layer_count
     from seed_tot.values.features import FeatureReader
-    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
+    from seed_tot.training.value.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
     from seed_tot_tasks import get_task
 
     task = get_task(task_name)
@@ -108,7 +108,7 @@ def _train(task_name, target_name, dtype, data, count, samples, concurrency, out
     # the features need the weights here; rollouts alone from an engine need only the tokenizer
     target = load_rollout_target(target_name, dtype, rollout_engine if collect_only else "in-process")
     if collect:
-        from seed_tot.values.rollouts import collect_rollouts
+        from seed_tot.training.value.rollouts import collect_rollouts
 
         executor, method, engine = open_rollout_executor(rollout_engine, target_name, target, concurrency * (samples + 1))
         try:
@@ -153,7 +153,7 @@ def grid_row(grid: list[dict], setting: dict) -> dict:
 
 
 def fit_and_save(table, out: Path, settings: dict, problem_ids: list[str], data_path: Path, seed: int) -> dict:
-    from seed_tot.values.training import choose_settings, choose_step_settings, fit_head
+    from seed_tot.training.value.fit import choose_settings, choose_step_settings, fit_head
     from seed_tot_tasks.base import data_file_record
 
     chains = table.labels[table.final]

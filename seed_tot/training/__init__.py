@@ -1,1 +1,1 @@
-"""Training pipelines for the decoders that need a trained model (CLLM, BiTA)."""
+"""Training pipelines: the decoders that need a trained model (CLLM, BiTA) and the learned judge (value/)."""

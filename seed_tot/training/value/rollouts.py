@@ -19,7 +19,7 @@ from seed_tot.observe.trace import jsonable
 from seed_tot.reasoning.prompting import PromptFormatter
 from seed_tot.records import read_json_lines
 from seed_tot.search.settings import SearchConfig
-from seed_tot.values.rollout_engine import engine_settings
+from seed_tot.training.value.rollout_engine import engine_settings
 
 POOL_FILE = "cot_samples.jsonl"
 

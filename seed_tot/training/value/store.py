@@ -18,7 +18,7 @@ from seed_tot.observe.comparison.pools import chain_answer, pool_problems
 from seed_tot.records import write_json_atomically
 from seed_tot.values.features import FEATURE_RULE, FeatureReader, Reading
 from seed_tot.values.states import reading_ends
-from seed_tot.values.training import StateTable
+from seed_tot.training.value.fit import StateTable
 
 SETTINGS_FILE = "features.json"
 
