@@ -107,7 +107,7 @@ def fit(x: torch.Tensor, y: torch.Tensor, candidate: dict):
 
 
 def cross_validated(rows, candidate: dict, pool_chains: dict, folds: int = 5, seed: int = 0) -> torch.Tensor:
-    from seed_tot.values.training import grouped_folds
+    from seed_tot.training.value.fit import grouped_folds
 
     x = inputs(rows, candidate, pool_chains)
     scores = torch.empty(len(rows.labels))
@@ -118,7 +118,7 @@ def cross_validated(rows, candidate: dict, pool_chains: dict, folds: int = 5, se
 
 
 def within(scores: torch.Tensor, rows) -> float:
-    from seed_tot.values.training import within_problem_auroc
+    from seed_tot.training.value.fit import within_problem_auroc
 
     value, _ = within_problem_auroc(scores.tolist(), rows.labels.tolist(), rows.problems)
     return round(value, 4)
@@ -163,7 +163,7 @@ def heldout_measures(train_rows, train_facts, candidate: dict, spec: str, store_
     from seed_tot.analysis.reranking import weighted_vote_credit
     from seed_tot.observe.paired_stats import expected_vote_accuracy
     from seed_tot.observe.rerank import expected_credit
-    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool
+    from seed_tot.training.value.store import FeatureStore, chain_keys, chains_of_pool
     from seed_tot_tasks import get_task
 
     pool, samples = Path(spec.rsplit(":", 1)[0]), int(spec.rsplit(":", 1)[1])
@@ -203,7 +203,7 @@ def right_answers(items, pid: str) -> set[str]:
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Writes OUT.md and OUT.json.")
 def main(train_store: Path, pool: Path, head_path: Path, heldout: tuple[str, ...], out: Path) -> None:
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore
+    from seed_tot.training.value.store import FeatureStore
 
     head = load_head(head_path)
     train_ids = set(head.meta["train_problem_ids"])

@@ -71,8 +71,8 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
     from seed_tot.analysis.reranking import rerank_table
     from seed_tot.values.features import FeatureReader
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
-    from seed_tot.values.training import chain_values, judge_metrics, predict
+    from seed_tot.training.value.store import FeatureStore, chain_keys, chains_of_pool, extract, feature_settings
+    from seed_tot.training.value.fit import chain_values, judge_metrics, predict
     from seed_tot_tasks import get_task
 
     head = load_head(head_path)
@@ -101,7 +101,7 @@ def run(pool: Path, train_dir: Path | None, head_path: Path, curve: list[int], s
              "train_problems": len(train_ids), "heldout": judge_metrics(probs, test),
              "feature_seconds_this_run": round(seconds, 1), "feature_tokens_this_run": reader.tokens_read}
     # the reranking rules over the pool's sampled chains (indices 1..K), as scripts/rerank_pool.py does
-    rated = rated_chains(pool, chain_values(probs, test), samples, only={item.problem_id for item in items})
+    rated = rated_chains(pool, chain_values(probs, test), samples, get_task, only={item.problem_id for item in items})
     table = rerank_table(rated, f"the learned judge ({head.head_id})", RERANK_K)
     table += [""] + cheaper_than_voting(rated)
     found["learning_curve"] = learning_curve(train_dir, head, curve, test) if train_dir is not None else []
@@ -120,7 +120,8 @@ def values_report(pool: Path, values_dir: Path, samples: int | None) -> tuple[di
 
     from seed_tot.analysis.judge_values import chain_values, rated_chains, read_value_rows, value_table, values_path
     from seed_tot.analysis.reranking import rerank_table
-    from seed_tot.values.training import judge_metrics
+    from seed_tot.training.value.fit import judge_metrics
+    from seed_tot_tasks import get_task
 
     about = json.loads((values_dir / "judge.json").read_text())
     rows = read_value_rows(values_path(values_dir, pool))
@@ -131,15 +132,15 @@ def values_report(pool: Path, values_dir: Path, samples: int | None) -> tuple[di
     found = {"pool": str(pool), "samples_per_problem": samples or "all", "read_dtype": about["dtype"],
              "head_id": about["head_id"], "head": head, "train_problems": about["train_problems"],
              "values": str(values_dir), "heldout": judge_metrics(probs, test), "learning_curve": []}
-    rated = rated_chains(pool, chain_values(rows, samples), samples, only=set(test.problem_ids()))
+    rated = rated_chains(pool, chain_values(rows, samples), samples, get_task, only=set(test.problem_ids()))
     table = rerank_table(rated, f"the learned judge ({about['head_id']})", RERANK_K)
     return found, table + [""] + cheaper_than_voting(rated)
 
 
 def learning_curve(train_dir: Path, head, curve: list[int], test) -> list[dict]:
     """Heads fit with the head's layer, penalty and scope on the first n training problems, measured on `test`."""
-    from seed_tot.values.store import FeatureStore
-    from seed_tot.values.training import fit_head, judge_metrics, predict
+    from seed_tot.training.value.store import FeatureStore
+    from seed_tot.training.value.fit import fit_head, judge_metrics, predict
 
     train_store_dir = next(train_dir.glob("features-*"))
     train = FeatureStore.open(train_store_dir).table()

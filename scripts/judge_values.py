@@ -45,8 +45,8 @@ if str(ROOT) not in sys.path:  # `python scripts/judge_values.py` from anywhere:
 def main(head_path: Path, train_pool: Path | None, heldout: tuple[str, ...], features_root: Path, out: Path) -> None:
     from seed_tot.analysis.judge_values import pool_name, value_rows, write_value_rows
     from seed_tot.values.head import load_head
-    from seed_tot.values.store import chain_keys, chains_of_pool
-    from seed_tot.values.training import out_of_fold, predict
+    from seed_tot.training.value.store import chain_keys, chains_of_pool
+    from seed_tot.training.value.fit import out_of_fold, predict
     from seed_tot_tasks import get_task
 
     head = load_head(head_path)
@@ -82,7 +82,7 @@ def main(head_path: Path, train_pool: Path | None, heldout: tuple[str, ...], fea
 def read_features(head, jobs, features_root: Path):
     """(one feature store per job, {name: seconds and tokens read this run}), reading with the target
     only where a chain is missing (it loads only then)."""
-    from seed_tot.values.store import FeatureStore, chain_keys, extract
+    from seed_tot.training.value.store import FeatureStore, chain_keys, extract
 
     settings = {key: head.meta[key] for key in ("target", "target_fingerprint", "dtype", "layers", "feature_rule")}
     stores = [FeatureStore(features_root / f"{name}-{settings['dtype']}", settings) for name, _, _ in jobs]
@@ -93,7 +93,7 @@ def read_features(head, jobs, features_root: Path):
         from seed_tot.models.fingerprint import weights_fingerprint
         from seed_tot.models.loading import load_model
         from seed_tot.values.features import FeatureReader
-        from seed_tot.values.store import feature_settings
+        from seed_tot.training.value.store import feature_settings
 
         target = load_model(settings["target"], dtype=settings["dtype"])
         found = feature_settings(target, weights_fingerprint(target.model), tuple(settings["layers"]))

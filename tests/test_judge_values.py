@@ -5,7 +5,7 @@ import torch
 
 from seed_tot.analysis.judge_values import (chain_values, pool_name, read_value_rows, value_rows, value_table,
                                             values_path, write_value_rows)
-from seed_tot.values.training import StateTable, judge_metrics
+from seed_tot.training.value.fit import StateTable, judge_metrics
 
 
 def table() -> tuple[StateTable, torch.Tensor]:

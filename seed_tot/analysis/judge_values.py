@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from seed_tot.values.training import StateTable
+from seed_tot.training.value.fit import StateTable
 
 
 def pool_name(pool: Path) -> str:
@@ -57,7 +57,7 @@ def chain_values(rows: list[dict], samples: int | None = None) -> dict[tuple[str
 
 def value_table(rows: list[dict], samples: int | None = None) -> tuple[StateTable, torch.Tensor]:
     """(a feature-less state table of the rows' states, each state's value): what
-    seed_tot.values.training.judge_metrics measures."""
+    seed_tot.training.value.fit.judge_metrics measures."""
     kept = [row for row in rows if samples is None or row["chain_index"] <= samples]
     problems, labels, chains, final, index, probs = [], [], [], [], [], []
     for number, row in enumerate(kept):
@@ -73,16 +73,16 @@ def value_table(rows: list[dict], samples: int | None = None) -> tuple[StateTabl
     return table, torch.tensor(probs)
 
 
-def rated_chains(pool: Path, values: dict[tuple[str, int], float], samples: int | None,
+def rated_chains(pool: Path, values: dict[tuple[str, int], float], samples: int | None, task_of,
                  only: set[str] | None = None) -> dict:
     """{problem id: ([(answer, value)] of samples 1..`samples`, correct answers, 0 judge prompt tokens
     per chain)}: what seed_tot.analysis.reranking.rerank_table ranks; a chain that does not answer
-    has no value. `only`: these problems (a pool still growing may hold more)."""
+    has no value. `task_of(name)` gives the task the pool's rows name; `only`: these problems (a
+    pool still growing may hold more)."""
     from seed_tot.observe.comparison import bundled_loader, pool_chains
-    from seed_tot_tasks import get_task
 
     rated = {}
-    for pid, (_, chains) in pool_chains(pool, get_task, bundled_loader()).items():
+    for pid, (_, chains) in pool_chains(pool, task_of, bundled_loader()).items():
         if only is not None and pid not in only:
             continue
         answers = chains.answers[:samples] if samples else chains.answers
