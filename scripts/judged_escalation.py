@@ -82,11 +82,13 @@ def orders(problem_id: str, samples: int, count: int, seed: int) -> list[list[in
 
 def expected(problems: dict[str, RatedProblem], rounds: tuple[int, ...], threshold: float, count: int,
              seed: int) -> dict[str, list[float]]:
-    """Per problem (sorted ids): expected credit, tokens and rounds over `count` sample orders."""
+    """Per problem (sorted ids): expected credit, tokens and rounds over `count` orders of all the
+    problem's samples (a pool of 16 samples draws a two-round vote's 8 from all 16, as the plain
+    vote it is compared with is averaged over every 8-subset of them)."""
     found = {"credit": [], "tokens": [], "rounds": []}
     for pid in sorted(problems):
         runs = [escalate(problems[pid], order, rounds, threshold)
-                for order in orders(pid, sum(rounds), count, seed)]
+                for order in orders(pid, len(problems[pid].samples), count, seed)]
         for name, column in zip(("credit", "tokens", "rounds"), zip(*runs, strict=True), strict=True):
             found[name].append(sum(column) / len(column))
     return found
