@@ -41,8 +41,11 @@ if str(ROOT) not in sys.path:  # `python scripts/judge_values.py` from anywhere:
 @click.option("--heldout", multiple=True, help="POOL:SAMPLES, repeatable (test problems, never trained on).")
 @click.option("--features", "features_root", type=click.Path(file_okay=False, path_type=Path),
               default=Path("runs/judge-features"), show_default=True, help="Where the read features are kept.")
+@click.option("--dtype", default=None, help="Read at this dtype instead of the head's own (e.g. bfloat16 for a head "
+              "fit on float32 readings: how it ranks a CPU's bfloat16 readings).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-def main(head_path: Path, train_pool: Path | None, heldout: tuple[str, ...], features_root: Path, out: Path) -> None:
+def main(head_path: Path, train_pool: Path | None, heldout: tuple[str, ...], features_root: Path, dtype: str | None,
+         out: Path) -> None:
     from seed_tot.analysis.judge_values import pool_name, value_rows, write_value_rows
     from seed_tot.values.head import load_head
     from seed_tot.training.value.store import chain_keys, chains_of_pool
@@ -50,6 +53,8 @@ def main(head_path: Path, train_pool: Path | None, heldout: tuple[str, ...], fea
     from seed_tot_tasks import get_task
 
     head = load_head(head_path)
+    if dtype is not None:
+        head.meta["dtype"] = dtype
     train_ids = set(head.meta["train_problem_ids"])
     jobs = []  # (name, items, out of fold)
     for spec in heldout:

@@ -358,6 +358,8 @@ def api_against_cli() -> str:
 
 
 JUDGE_VALUES = "value-gsm8k/judge-values"  # the packaged judge's value of every chain and state (scripts/judge_values.py)
+VALUES_216 = "value-gsm8k/judge-values-216p"  # the earlier packaged heads' values (results/value-gsm8k/heads/)
+VALUES_72 = "value-gsm8k/judge-values-72p"
 VALUES_TRAIN = f"{JUDGE_VALUES}/value-gsm8k-train-pool.jsonl.gz"
 VALUES_43_100 = f"{JUDGE_VALUES}/heldout-gsm8k-43-100.jsonl.gz"
 VALUES_101_160 = f"{JUDGE_VALUES}/heldout-gsm8k-101-160.jsonl.gz"
@@ -372,33 +374,33 @@ HELDOUT_SAMPLES = {HELD_43: 16, HELD_101: 8,
 
 
 @lru_cache(maxsize=None)
-def judge_report(pool: str) -> tuple[dict, tuple[str, ...]]:
+def judge_report(pool: str, values: str = JUDGE_VALUES) -> tuple[dict, tuple[str, ...]]:
     """scripts/judge_pool.py --values's record and reranking table of a held-out pool: the judge's
     AUROCs and votes from its stored values, no model."""
     _scripts_on_path()
     from judge_pool import values_report
 
-    found, table = values_report(ROOT / pool, RESULTS / JUDGE_VALUES, HELDOUT_SAMPLES[pool])
+    found, table = values_report(ROOT / pool, RESULTS / values, HELDOUT_SAMPLES[pool])
     return found, tuple(table)
 
 
-def rerank_cells(pool: str, k: int) -> list[str]:
+def rerank_cells(pool: str, k: int, values: str = JUDGE_VALUES) -> list[str]:
     """The reranking table's row at K: K, plain vote, best-of-K, its gain, weighted vote, its gain."""
-    row = next(line for line in judge_report(pool)[1] if line.startswith(f"| {k} |"))
+    row = next(line for line in judge_report(pool, values)[1] if line.startswith(f"| {k} |"))
     return [cell.strip() for cell in row.strip().strip("|").split("|")]
 
 
-def weighted_vote(pool: str, k: int) -> str:
-    return rerank_cells(pool, k)[4].split("/")[0]
+def weighted_vote(pool: str, k: int, values: str = JUDGE_VALUES) -> str:
+    return rerank_cells(pool, k, values)[4].split("/")[0]
 
 
-def weighted_gain(pool: str, k: int) -> str:
+def weighted_gain(pool: str, k: int, values: str = JUDGE_VALUES) -> str:
     """'+2.9% [+0.8%, +5.5%]' as the pages write it: '+2.9 [+0.8, +5.5]'."""
-    return rerank_cells(pool, k)[5].replace("%", "")
+    return rerank_cells(pool, k, values)[5].replace("%", "")
 
 
-def values_auroc(field: str, *pools: str, digits: tuple[int, ...] = ()) -> str:
-    found = [judge_report(pool)[0]["heldout"][field] for pool in pools]
+def values_auroc(field: str, *pools: str, digits: tuple[int, ...] = (), values: str = JUDGE_VALUES) -> str:
+    found = [judge_report(pool, values)[0]["heldout"][field] for pool in pools]
     return " / ".join(f"{v:.{d}f}" for v, d in zip(found, digits or (3,) * len(found), strict=True))
 
 
@@ -943,8 +945,6 @@ def judged_auroc(row: str, text: str, *paths: str, digits: tuple[int, ...] = ())
 
 
 JUDGE_72_101 = ("heldout-gsm8k-101-160/judge_report_72_problems.json",)
-JUDGE_72_43 = ("value-gsm8k/heldout_report_72_problems_16_samples_bf16_readings.json",)
-JUDGE_216 = ("value-gsm8k/heldout_43_100_report_216_problems_16_samples.json", "value-gsm8k/heldout_101_160_report_216_problems.json")
 
 QUALITY_CLAIMS: tuple[Claim, ...] = (
     Claim(RESULTS_README, Q["43-100"], "42/58 at 1,338 tokens / 40/58 at 2,555 / 41.74/58 at 2,139 / 41.50/58 at 4,278; "
@@ -957,12 +957,24 @@ QUALITY_CLAIMS: tuple[Claim, ...] = (
     *(Claim(RESULTS_README, Q["72p-43"], f"/ {v}", (lambda k=k: f"/ {pool_vote(POOL_43_100, k):.2f}"), (POOL_43_100,))
       for k, v in ((4, "39.52"), (8, "41.74"), (16, "41.50"))),
     Claim(RESULTS_README, Q["72p-43"], "(of 58)", lambda: f"(of {len(pool(POOL_43_100))})", (POOL_43_100,)),
-    *judged(Q["72p-43"], "41.01", "42.73", "43.00", "weighted - plain at 16: +2.6 points [+0.0, +6.0]", files=JUDGE_72_43),
-    judged_auroc(Q["72p-43"], "0.775", *JUDGE_72_43),
+    *(Claim(RESULTS_README, Q["72p-43"], text, (lambda k=k: weighted_vote(HELD_43, k, VALUES_72)), (f"{VALUES_72}/",))
+      for k, text in ((4, "41.01"), (8, "42.73"), (16, "43.00"))),
+    Claim(RESULTS_README, Q["72p-43"], "weighted - plain at 16: +2.6 points [+0.0, +6.0]",
+          lambda: f"weighted - plain at 16: {weighted_gain(HELD_43, 16, VALUES_72).replace(' [', ' points [')}",
+          (f"{VALUES_72}/",)),
+    Claim(RESULTS_README, Q["72p-43"], "0.775", lambda: values_auroc("chain_auroc_within", HELD_43, values=VALUES_72),
+          (f"{VALUES_72}/",)),
     Claim(RESULTS_README, Q["216p"], "/ 39.52 / 41.74 of 58", lambda: f"/ {plain_votes(POOL_43_100, (4, 8))} of 58", (POOL_43_100,)),
     Claim(RESULTS_README, Q["216p"], "/ 37.80 / 41.75 of 60", lambda: f"/ {plain_votes(POOL_101_160, (4, 8))} of 60", (POOL_101_160,)),
-    judged_auroc(Q["216p"], "0.8225 / 0.827", *JUDGE_216, digits=(4, 3)),
-    *judged(Q["216p"], "41.25", "41.31", "+2.8 points [+0.6, +5.5] / +3.8 [+0.0, +8.8]", files=JUDGE_216),
+    Claim(RESULTS_README, Q["216p"], "0.8225 / 0.827",
+          lambda: values_auroc("chain_auroc_within", HELD_43, HELD_101, digits=(4, 3), values=VALUES_216), (f"{VALUES_216}/",)),
+    Claim(RESULTS_README, Q["216p"], "41.25 / 39.52", lambda: f"{weighted_vote(HELD_43, 4, VALUES_216)} / 39.52",
+          (f"{VALUES_216}/",)),
+    Claim(RESULTS_README, Q["216p"], "41.31 / 37.80", lambda: f"{weighted_vote(HELD_101, 4, VALUES_216)} / 37.80",
+          (f"{VALUES_216}/",)),
+    Claim(RESULTS_README, Q["216p"], "+2.8 points [+0.6, +5.5] / +3.8 [+0.0, +8.8]",
+          lambda: f"{weighted_gain(HELD_43, 8, VALUES_216).replace(' [', ' points [')} / {weighted_gain(HELD_101, 8, VALUES_216)}",
+          (f"{VALUES_216}/",)),
     Claim(RESULTS_README, Q["266p"], "/ 39.52 / 41.74 of 58", lambda: f"/ {plain_votes(POOL_43_100, (4, 8))} of 58", (POOL_43_100,)),
     Claim(RESULTS_README, Q["266p"], "/ 37.80 / 41.75 of 60", lambda: f"/ {plain_votes(POOL_101_160, (4, 8))} of 60", (POOL_101_160,)),
     Claim(RESULTS_README, Q["266p"], "0.8415 / 0.8345",
