@@ -857,8 +857,8 @@ Q = {
     "blind20": "Blocksworld, the model's share against the blind tree's expectation",
 }
 
-JUDGED = ("the judge's value of each chain and step is not stored, only the aggregate report is (the features "
-          "are in runs/value-gsm8k-s12 / -s13, which do not ship, and reading them again needs the target)")
+JUDGED = ("this judge read the chains in float32, and the stored values (value-gsm8k/judge-values*) are of "
+          "bfloat16 readings: the float32 figures need the target to read the chains again")
 CURVE = "the learning curve refits heads on the training features in runs/value-gsm8k-s12, which do not ship"
 
 BRANCHED_FILE = "value-gsm8k/branched_escalation.json"
