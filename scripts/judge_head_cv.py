@@ -222,7 +222,8 @@ def main(train_store: Path, pool: Path, head_path: Path, heldout: tuple[str, ...
                 and c["l2"] == packaged["l2"] and not c.get("extra"))
     best = max((c for c in grid if c["eligible"]), key=lambda c: c["cv_chain_auroc_within"])
     chosen = best if best["cv_chain_auroc_within"] >= base["cv_chain_auroc_within"] + MARGIN else base
-    found = {"train_problems": len(rows.problem_ids()), "train_chains": len(rows.labels), "margin": MARGIN,
+    found = {"train_problems": len(rows.problem_ids()), "train_problem_ids": sorted(rows.problem_ids()),
+             "train_chains": len(rows.labels), "margin": MARGIN,
              "packaged_form": base["name"], "best_eligible": best["name"], "chosen": chosen["name"], "grid": grid,
              "heldout": {}}
     for spec in heldout:
