@@ -56,7 +56,7 @@ def main(head_path: Path, train_pool: Path | None, heldout: tuple[str, ...], fea
     if dtype is not None:
         head.meta["dtype"] = dtype
     train_ids = set(head.meta["train_problem_ids"])
-    jobs = []  # (name, items, out of fold)
+    jobs = []  # (name, items, whether they are the head's training problems)
     for spec in heldout:
         pool, samples = spec.rsplit(":", 1)
         items = chains_of_pool(Path(pool), get_task, int(samples))
@@ -69,16 +69,16 @@ def main(head_path: Path, train_pool: Path | None, heldout: tuple[str, ...], fea
         items = [item for item in chains_of_pool(train_pool, get_task) if item.problem_id in train_ids]
         jobs.append((pool_name(train_pool), items, True))
     stores, reading = read_features(head, jobs, features_root)
-    for (name, items, in_fold), store in zip(jobs, stores, strict=True):
+    for (name, items, training), store in zip(jobs, stores, strict=True):
         table = store.table(chain_keys(items))
-        if in_fold:
+        if training:  # the head saw these problems: each is valued by heads fit on the other folds
             probs = out_of_fold(table, head.layer, head.meta["l2"], head.meta["scope"], seed=0)
             if head.steps is not None:
                 steps = out_of_fold(table, head.steps.layer, head.steps.meta["l2"], "all", seed=0)
                 probs[~table.final] = steps[~table.final]
         else:
             probs = predict(head, table)
-        rows = value_rows(table, probs, in_fold)
+        rows = value_rows(table, probs, out_of_fold=training)
         write_value_rows(out / f"{name}.jsonl.gz", rows)
         click.echo(f"{name}: {len(rows)} chains, {len(table.labels)} states -> {out / f'{name}.jsonl.gz'}")
     write_about(out, head, [job[0] for job in jobs], reading)
